@@ -1,0 +1,78 @@
+"""Fully connected layer."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from sparkdl.nn import init
+from sparkdl.nn._checks import check_input, check_positive_int
+from sparkdl.nn.module import Module
+
+__all__ = ["Linear"]
+
+
+class Linear(Module):
+    r"""Affine map :math:`y = x W^T + b`.
+
+    Parameters
+    ----------
+    in_features : int
+        Size D_in of each input sample.
+    out_features : int
+        Size D_out of each output sample.
+    bias : bool, default True
+        Learn an additive bias.
+
+    Shapes
+    ------
+    - input: (N, D_in), any floating dtype equal to the layer's (float32 by default)
+    - output: (N, D_out)
+    - ``weight``: (D_out, D_in), init U(-k, k) with k = 1/sqrt(D_in) (PyTorch's default,
+      ``kaiming_uniform_(a=sqrt(5))``)
+    - ``bias``: (D_out,), init U(-k, k)
+
+    Raises
+    ------
+    TypeError, ValueError
+        On a non-integer/non-positive size, or an input of the wrong rank, width or dtype.
+
+    Notes
+    -----
+    Forward and backward are three BLAS GEMMs (numpy ``matmul``); numba would not beat BLAS here.
+    Reference: ``torch.nn.Linear``.
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True):
+        super().__init__()
+        self.in_features = check_positive_int("Linear", "in_features", in_features)
+        self.out_features = check_positive_int("Linear", "out_features", out_features)
+        self.use_bias = bool(bias)
+        self.add_parameter("weight", (self.out_features, self.in_features))
+        if self.use_bias:
+            self.add_parameter("bias", (self.out_features,))
+        self.reset_parameters(np.random.default_rng())
+
+    def reset_parameters(self, rng):
+        init.kaiming_uniform_(self.weight, rng, a=math.sqrt(5))
+        if self.use_bias:
+            bound = 1.0 / math.sqrt(self.in_features)
+            init.uniform_(self.bias, rng, -bound, bound)
+
+    def forward(self, x, *, training=False, rng=None):
+        check_input(self, x, 2, axis=1, size=self.in_features)
+        y = x @ self.weight.T
+        if self.use_bias:
+            y += self.bias
+        return y, x
+
+    def backward(self, cache, grad_y, grad_params):
+        x = cache
+        g = self.grad_views(grad_params)
+        np.matmul(grad_y.T, x, out=g["weight"])
+        if self.use_bias:
+            np.sum(grad_y, axis=0, out=g["bias"])
+        return grad_y @ self.weight
+
+    def get_config(self):
+        return {"in_features": self.in_features, "out_features": self.out_features, "bias": self.use_bias}

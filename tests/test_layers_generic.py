@@ -1,0 +1,74 @@
+"""Generic checks for every registered layer: shapes, float64 gradients, PyTorch parity, dtype errors."""
+import numpy as np
+import pytest
+
+from tests.cases import all_layer_cases
+from tests.gradcheck import layer_gradcheck
+
+torch = pytest.importorskip("torch")
+CASES = all_layer_cases()
+ids = [c.id for c in CASES]
+
+
+def _input(case, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    if case.positive:
+        return rng.uniform(0.5, 2.0, case.input_shape).astype(dtype)
+    return rng.standard_normal(case.input_shape).astype(dtype)
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_output_shape(case):
+    layer = case.make()
+    y, _ = layer.forward(_input(case, np.float32), training=case.training, rng=np.random.default_rng(0))
+    assert y.shape == case.out_shape
+    assert y.dtype == np.float32
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.gradcheck], ids=[c.id for c in CASES if c.gradcheck])
+def test_gradcheck_float64(case):
+    layer = case.make()
+    layer.initialize(1)
+    layer.astype(np.float64)
+    layer_gradcheck(layer, _input(case, np.float64), training=case.training)
+
+
+def _torch_copy(case, layer):
+    tm = case.torch_make()
+    sd = {k: torch.from_numpy(np.array(v)) for k, v in layer.state_dict().items()}
+    own = tm.state_dict()
+    for k, v in sd.items():  # integer buffers (num_batches_tracked) keep torch's dtype
+        sd[k] = v.to(own[k].dtype)
+    tm.load_state_dict(sd, strict=True)
+    tm.train(case.training)
+    return tm
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.torch_make], ids=[c.id for c in CASES if c.torch_make])
+def test_matches_pytorch(case):
+    layer = case.make()
+    layer.initialize(2)
+    tm = _torch_copy(case, layer)
+    x = _input(case, np.float32, seed=3)
+    y, cache = layer.forward(x, training=case.training, rng=np.random.default_rng(0))
+    xt = torch.from_numpy(x.copy()).requires_grad_(True)
+    yt = tm(xt)
+    np.testing.assert_allclose(y, yt.detach().numpy(), rtol=case.rtol, atol=case.atol, err_msg="forward")
+    gy = np.random.default_rng(4).standard_normal(y.shape).astype(np.float32)
+    gp = layer.zeros_like_parameters()
+    gx = layer.backward(cache, gy, gp)
+    yt.backward(torch.from_numpy(gy))
+    np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=case.rtol, atol=case.atol, err_msg="grad input")
+    grads = layer.parameter_layout().views(gp)
+    for name, p in tm.named_parameters():
+        np.testing.assert_allclose(grads[name], p.grad.numpy(), rtol=case.rtol, atol=case.atol, err_msg=name)
+    for name, b in tm.named_buffers():  # BatchNorm running statistics after one training step
+        np.testing.assert_allclose(layer.state_dict()[name], b.numpy(), rtol=case.rtol, atol=case.atol, err_msg=name)
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_wrong_dtype_is_type_error(case):
+    layer = case.make()
+    x = _input(case, np.float32).astype(np.int64)
+    with pytest.raises(TypeError, match="dtype"):
+        layer.forward(x, training=case.training, rng=np.random.default_rng(0))
