@@ -1,0 +1,201 @@
+"""Training data on executors: one columnar ``(features, labels)`` numpy block per cached partition.
+
+Samples arrive as an RDD of ``(features, label)`` pairs (:meth:`DataBlocks.from_samples`) or an RDD of
+``(features_block, labels_block)`` numpy pairs (:meth:`DataBlocks.from_blocks`; the DataFrame/Arrow path
+of :mod:`sparkdl.ml` produces these). Each partition is converted once into float32 features of shape
+``(n_p, *feature_shape)`` and a label array, cached (a cached partition costs about its raw size, as the
+pickled numpy block is stored as bytes), and inspected by one small job that returns per-partition sizes,
+shapes and label ranges, so bad data is reported — naming partition and row — before training starts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from pyspark import StorageLevel
+
+__all__ = ["DataBlocks", "PartitionSummary"]
+
+
+@dataclass
+class PartitionSummary:
+    """What the inspection job learned about one partition."""
+
+    partition: int
+    count: int
+    feature_shape: tuple | None
+    label_shape: tuple | None
+    label_kind: str | None  # numpy dtype kind: 'i' or 'f'
+    label_min: float | None
+    label_max: float | None
+    problem: str | None  # first problem found, naming the row
+
+
+def _stack_samples(partition: int, rows) -> tuple[np.ndarray, np.ndarray] | str:
+    feats, labels = [], []
+    first_shape = None
+    for r, row in enumerate(rows):
+        try:
+            f, lab = row
+        except (TypeError, ValueError):
+            return f"partition {partition}, row {r}: expected a (features, label) pair, got {type(row).__name__}"
+        f = np.asarray(f)
+        if f.dtype.kind not in "fiub":
+            return f"partition {partition}, row {r}: features must be numeric, got dtype {f.dtype}"
+        if first_shape is None:
+            first_shape = f.shape
+        elif f.shape != first_shape:
+            return (f"partition {partition}, row {r}: features have shape {f.shape}, but row 0 of this "
+                    f"partition has shape {first_shape}")
+        feats.append(f)
+        labels.append(lab)
+    if not feats:
+        return np.zeros((0,), np.float32), np.zeros((0,), np.int64)
+    x = np.stack(feats).astype(np.float32, copy=False)
+    y = np.asarray(labels)
+    if y.dtype.kind not in "fiub":
+        return f"partition {partition}: labels must be numeric, got dtype {y.dtype}"
+    return x, y
+
+
+def _normalize_block(partition: int, blocks) -> tuple[np.ndarray, np.ndarray] | str:
+    xs, ys = [], []
+    for b, pair in enumerate(blocks):
+        try:
+            x, y = pair
+        except (TypeError, ValueError):
+            return f"partition {partition}, block {b}: expected a (features, labels) pair of arrays"
+        x, y = np.asarray(x), np.asarray(y)
+        if x.ndim < 1 or len(x) != len(y):
+            return (f"partition {partition}, block {b}: features have {len(x) if x.ndim else 0} rows "
+                    f"but labels have {len(y)}")
+        xs.append(x)
+        ys.append(y)
+    if not xs:
+        return np.zeros((0,), np.float32), np.zeros((0,), np.int64)
+    shapes = {x.shape[1:] for x in xs}
+    if len(shapes) > 1:
+        return f"partition {partition}: blocks have different feature shapes {sorted(shapes)}"
+    return np.concatenate(xs).astype(np.float32, copy=False), np.concatenate(ys)
+
+
+def _summarize(partition: int, block) -> PartitionSummary:
+    if isinstance(block, str):
+        return PartitionSummary(partition, 0, None, None, None, None, None, block)
+    x, y = block
+    n = len(x)
+    problem = None
+    if n:
+        bad = ~np.isfinite(x.reshape(n, -1)).all(axis=1)
+        if bad.any():
+            problem = f"partition {partition}, row {int(np.argmax(bad))}: features contain NaN or infinity"
+        elif y.dtype.kind == "f" and not np.isfinite(y).all():
+            row = int(np.argmax(~np.isfinite(y.reshape(n, -1)).all(axis=1)))
+            problem = f"partition {partition}, row {row}: label is NaN or infinity"
+    return PartitionSummary(
+        partition, n, tuple(x.shape[1:]) if n else None, tuple(y.shape[1:]) if n else None,
+        y.dtype.kind if n else None, float(y.min()) if n else None, float(y.max()) if n else None, problem)
+
+
+class DataBlocks:
+    """A cached RDD with exactly one ``(features, labels)`` block per partition, plus its summary.
+
+    Attributes
+    ----------
+    rdd : pyspark.RDD
+        Cached; partition p holds ``(x_p, y_p)`` with ``x_p`` float32 of shape ``(n_p, *feature_shape)``.
+    sizes : list of int
+        ``n_p`` per partition.
+    feature_shape : tuple
+        Per-sample feature shape (identical across partitions).
+    """
+
+    def __init__(self, rdd, summaries: list[PartitionSummary]):
+        self.rdd = rdd
+        self.summaries = summaries
+        self.sizes = [s.count for s in summaries]
+        shapes = {s.feature_shape for s in summaries if s.count}
+        self.feature_shape = next(iter(shapes)) if shapes else None
+        kinds = {s.label_kind for s in summaries if s.count}
+        self.label_kind = "f" if "f" in kinds else ("i" if kinds else None)
+
+    @property
+    def num_samples(self) -> int:
+        return int(sum(self.sizes))
+
+    @property
+    def num_partitions(self) -> int:
+        return len(self.sizes)
+
+    @classmethod
+    def from_samples(cls, rdd, storage_level=StorageLevel.MEMORY_AND_DISK) -> "DataBlocks":
+        """Cache an RDD of ``(features, label)`` samples as columnar blocks and inspect it.
+
+        Raises
+        ------
+        ValueError
+            Naming the partition and row, for non-numeric or ragged features, NaN/inf values, or
+            feature shapes that differ between partitions.
+        """
+        blocks = rdd.mapPartitionsWithIndex(lambda p, it: [_stack_samples(p, it)], preservesPartitioning=True)
+        return cls._cache_and_inspect(blocks, storage_level)
+
+    @classmethod
+    def from_blocks(cls, rdd, storage_level=StorageLevel.MEMORY_AND_DISK) -> "DataBlocks":
+        """Cache an RDD whose elements are ``(features_block, labels_block)`` numpy pairs (several per
+        partition are concatenated)."""
+        blocks = rdd.mapPartitionsWithIndex(lambda p, it: [_normalize_block(p, it)], preservesPartitioning=True)
+        return cls._cache_and_inspect(blocks, storage_level)
+
+    @classmethod
+    def _cache_and_inspect(cls, blocks, storage_level) -> "DataBlocks":
+        blocks = blocks.persist(storage_level)
+        summaries = blocks.mapPartitionsWithIndex(
+            lambda p, it: [_summarize(p, next(iter(it)))]).collect()
+        problems = [s.problem for s in summaries if s.problem]
+        shapes = {s.feature_shape for s in summaries if s.count}
+        if not problems and len(shapes) > 1:
+            by_shape = {}
+            for s in summaries:
+                if s.count:
+                    by_shape.setdefault(s.feature_shape, s.partition)
+            problems.append("feature shapes differ between partitions: " +
+                            ", ".join(f"partition {p} has {sh}" for sh, p in by_shape.items()))
+        if problems:
+            blocks.unpersist()
+            raise ValueError("invalid training data: " + problems[0] +
+                             (f" (and {len(problems) - 1} more partitions with problems)" if len(problems) > 1 else ""))
+        return cls(blocks, summaries)
+
+    def check_labels(self, num_classes: int | None) -> None:
+        """For classification: labels must be integral and in ``[0, num_classes)``.
+
+        Raises
+        ------
+        ValueError
+            Naming the first partition whose label range is out of bounds (the row is found by a
+            small job over that partition only).
+        """
+        if num_classes is None:
+            return
+        for s in self.summaries:
+            if s.count and (s.label_min < 0 or s.label_max >= num_classes or s.label_kind == "f"):
+                p = s.partition
+                rows = self.rdd.mapPartitionsWithIndex(
+                    lambda i, it, p=p: [_first_bad_label(next(iter(it))[1], num_classes)] if i == p else []).collect()
+                r, v = rows[0]
+                if r is None:
+                    continue  # float labels that are all integral class indices
+                raise ValueError(f"invalid label in partition {p}, row {r}: {v!r}; expected an integer class "
+                                 f"index in [0, {num_classes - 1}]")
+
+    def unpersist(self) -> None:
+        self.rdd.unpersist()
+
+
+def _first_bad_label(y: np.ndarray, num_classes: int):
+    bad = (y < 0) | (y >= num_classes) | (y != np.floor(y))
+    if not bad.any():
+        return None, None
+    r = int(np.argmax(bad))
+    return r, y[r].item()

@@ -1,0 +1,55 @@
+"""The SparkSession sparkdl creates when the caller has none, with the settings that cut the fixed
+per-iteration cost of a training job. Users with their own session should set the same keys (see
+:data:`RECOMMENDED_CONF` and the README)."""
+from __future__ import annotations
+
+import os
+
+from pyspark.sql import SparkSession
+
+__all__ = ["RECOMMENDED_CONF", "get_or_create_session", "default_numba_cache_dir"]
+
+#: Spark settings applied to sessions sparkdl creates (measured in bench/engine.py; see bench/RESULTS.md).
+RECOMMENDED_CONF = {
+    # Reuse Python workers between tasks: numba kernels and broadcasts stay loaded.
+    "spark.python.worker.reuse": "true",
+    # Cached partitions are local to their executor; do not wait for a better slot.
+    "spark.locality.wait": "0s",
+    # Gradient blocks are dense floats: compression costs CPU and saves little.
+    "spark.shuffle.compress": "false",
+    "spark.shuffle.spill.compress": "false",
+    "spark.broadcast.compress": "false",
+    "spark.rdd.compress": "false",
+    # tqdm shows progress on the driver; Spark's console bar would interleave with it.
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+
+
+def default_numba_cache_dir() -> str:
+    """``$XDG_CACHE_HOME/sparkdl/numba`` (default ``~/.cache/sparkdl/numba``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "sparkdl", "numba")
+
+
+def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", conf: dict | None = None):
+    """Return the active SparkSession, or create one with :data:`RECOMMENDED_CONF`.
+
+    Parameters
+    ----------
+    master : str, optional
+        Master URL for a new session (default ``local[*]``). Ignored when a session is already active
+        (e.g. under ``spark-submit``), which is then returned unchanged.
+    conf : dict, optional
+        Extra settings for a new session (override the recommended ones).
+    """
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.appName(app_name).master(master or "local[*]")
+    settings = {**RECOMMENDED_CONF, "spark.executorEnv.NUMBA_CACHE_DIR": default_numba_cache_dir(), **(conf or {})}
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

@@ -1,0 +1,162 @@
+"""The functions Spark tasks run on executors for one training iteration.
+
+Stage 1 (:func:`gradient_task`, one task per cached data partition) computes the partition's summed
+gradient on its share of the global batch and emits it cut into K blocks keyed by block id. Spark's
+shuffle routes block k to reduce partition k. Stage 2 (:func:`reduce_task`) sums block k; zipped with
+shard k's cached optimizer state, :func:`update_task` applies the optimizer and returns the new shard.
+
+Everything a task needs travels in a small :class:`IterationContext` (numbers and broadcast handles), so
+task closures stay tiny. A retried task recomputes exactly what the failed attempt computed: all
+randomness derives from ``(seed, epoch, iteration, partition)``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from sparkdl.engine.allreduce import sum_block, update_shard
+from sparkdl.engine.plan import local_permutation
+from sparkdl.engine.worker import dropout_rng, local_gradient
+
+__all__ = ["FitContext", "IterationContext", "gradient_task", "reduce_task", "update_task", "FaultInjected"]
+
+
+class FaultInjected(RuntimeError):
+    """Raised by a test's fault-injection hook inside a task."""
+
+
+@dataclass
+class FitContext:
+    """Broadcast once per fit: the model structure, the sum-reduced loss and the optimizer."""
+
+    model: object
+    loss: object
+    optimizer: object
+    bounds: np.ndarray
+    seed: int
+    shuffle: bool
+    integer_labels: bool
+    compress: str | None
+    threads: int | None
+    fault_hook: Callable | None = None
+
+
+@dataclass
+class IterationContext:
+    """Shipped with each iteration's tasks (small)."""
+
+    fit: object  # Broadcast[FitContext]
+    weights: object  # Broadcast[(flat_parameters, flat_buffers)]
+    epoch: int
+    iteration: int  # iteration within the epoch
+    global_iteration: int
+    counts: np.ndarray  # (P,) samples per partition in this iteration
+    starts: np.ndarray  # (P,) offsets into each partition's permutation
+    lr: float
+    clip_coef: float = 1.0
+
+
+_PERMUTATIONS: dict = {}
+
+
+def _set_threads(fit: FitContext):
+    from sparkdl.config import set_num_threads
+    if fit.threads:
+        n = fit.threads
+    else:
+        from pyspark import TaskContext
+        tc = TaskContext.get()
+        n = int(tc.cpus()) if tc is not None else 1
+    from numba import config
+    set_num_threads(max(1, min(n, config.NUMBA_NUM_THREADS)))
+
+
+def _maybe_fail(fit: FitContext, stage: str, partition: int, ctx: IterationContext):
+    if fit.fault_hook is None:
+        return
+    from pyspark import TaskContext
+    tc = TaskContext.get()
+    attempt = tc.attemptNumber() if tc is not None else 0
+    fit.fault_hook(stage=stage, partition=partition, epoch=ctx.epoch, iteration=ctx.global_iteration,
+                   attempt=attempt)
+
+
+def _permutation(fit: FitContext, epoch: int, p: int, n: int) -> np.ndarray:
+    key = (fit.seed, epoch, p, n, fit.shuffle)
+    perm = _PERMUTATIONS.get(key)
+    if perm is None:
+        _PERMUTATIONS.clear()  # keep only the current epoch's permutation
+        perm = _PERMUTATIONS[key] = local_permutation(fit.seed, epoch, p, n, fit.shuffle)
+    return perm
+
+
+def gradient_task(ctx: IterationContext, p: int, blocks):
+    """Stage 1 for partition ``p``: yields ``(k, (grad_block_k, loss_sum, normalizer, extra))`` for every
+    block k; ``extra`` (on block 0 only) is ``(buffer_sum_weighted, n)`` for BatchNorm statistics."""
+    items = list(blocks)  # drain the iterator: keeps the Python worker reusable
+    fit: FitContext = ctx.fit.value
+    _maybe_fail(fit, "gradient", p, ctx)
+    n = int(ctx.counts[p])
+    if n == 0 or not items:
+        return
+    x, y = items[0]
+    _set_threads(fit)
+    model = fit.model
+    w, buffers = ctx.weights.value
+    model.flat_parameters[...] = w
+    model.flat_buffers[...] = buffers
+    perm = _permutation(fit, ctx.epoch, p, len(x))
+    idx = np.sort(perm[int(ctx.starts[p]):int(ctx.starts[p]) + n])
+    xb, yb = x[idx], y[idx]
+    if fit.integer_labels and yb.dtype.kind != "i":
+        yb = yb.astype(np.int64)
+    grad, loss_sum, norm = local_gradient(model, fit.loss, xb, yb,
+                                          dropout_rng(fit.seed, ctx.epoch, ctx.global_iteration, p))
+    if fit.compress == "fp16":
+        grad = grad.astype(np.float16)
+    extra = (model.flat_buffers * np.float32(n), n) if model.flat_buffers.size else (None, n)
+    b = fit.bounds
+    for k in range(len(b) - 1):
+        yield k, (grad[b[k]:b[k + 1]], loss_sum if k == 0 else 0.0, norm, extra if k == 0 else None)
+
+
+def reduce_task(ctx: IterationContext, k: int, records):
+    """Stage 2 (reduce side) for block ``k``: exactly one output record, even if nothing arrived."""
+    fit: FitContext = ctx.fit.value
+    _maybe_fail(fit, "reduce", k, ctx)
+    size = int(fit.bounds[k + 1] - fit.bounds[k])
+    extras = []
+
+    def parts():
+        for _, (block, loss_sum, norm, extra) in records:
+            if extra is not None:
+                extras.append(extra)
+            yield block, loss_sum, norm
+
+    grad_sum, loss_sum, norm_sum = sum_block(parts(), size)
+    buf, n = None, 0
+    for b_sum, n_p in extras:
+        buf = b_sum if buf is None or b_sum is None else buf + b_sum
+        n += n_p
+    yield k, (grad_sum, loss_sum, norm_sum, buf, n)
+
+
+def update_task(ctx: IterationContext, pair):
+    """Apply the optimizer to shard k: ``((k, reduced), (k, state)) -> (k, new_shard, state, stats)``."""
+    (k, (grad_sum, loss_sum, norm_sum, buf, n)), (k2, state) = pair
+    if k != k2:
+        raise RuntimeError(f"sparkdl: block {k} was zipped with the optimizer state of shard {k2}")
+    fit: FitContext = ctx.fit.value
+    lo, hi = int(fit.bounds[k]), int(fit.bounds[k + 1])
+    w, _ = ctx.weights.value
+    new = update_shard(fit.optimizer, w[lo:hi], grad_sum, norm_sum, state, lo, ctx.lr, ctx.clip_coef)
+    return k, new, state, (loss_sum, norm_sum, buf, n)
+
+
+def square_norm_task(pair):
+    """Partial squared L2 norm of a reduced block's mean gradient (for global-norm clipping)."""
+    k, (grad_sum, _loss, norm_sum, _buf, _n) = pair
+    g = grad_sum.astype(np.float64) / norm_sum if norm_sum > 0 else np.zeros(1)
+    return float(np.dot(g, g))

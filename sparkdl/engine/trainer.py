@@ -1,0 +1,398 @@
+"""The driver loop of synchronous data-parallel training on Spark (BigDL's ``DistriOptimizer``).
+
+One iteration is one Spark job of two stages (see DESIGN.md): stage 1 computes each cached partition's
+summed gradient and cuts it into K blocks; the shuffle routes block k to task k of stage 2, which sums it,
+divides by the global normalizer and — zipped with shard k's optimizer state, cached on the executors —
+applies the optimizer. The driver gathers the new shards, broadcasts them for the next iteration and
+destroys the previous broadcast. Shard states never pass through the driver, except in snapshots (every
+``snapshot_interval`` iterations and at checkpoints) used to recover from a lost executor by replaying
+the iterations since the snapshot — bit-identically, since every iteration is deterministic.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+from pyspark import StorageLevel
+
+from sparkdl.engine import tasks
+from sparkdl.engine.allreduce import block_bounds
+from sparkdl.engine.broadcast import CloudBroadcast
+from sparkdl.engine.data import DataBlocks
+from sparkdl.engine.inference import evaluate
+from sparkdl.engine.plan import batch_counts
+from sparkdl.engine.summary import TrainSummary
+from sparkdl.engine.triggers import EveryEpoch, MaxEpoch, TrainingState, Trigger
+from sparkdl.engine.worker import sum_loss
+
+__all__ = ["DistributedTrainer", "TrainingDivergedError"]
+
+log = logging.getLogger("sparkdl.engine")
+
+
+class TrainingDivergedError(FloatingPointError):
+    """The loss or the updated weights became NaN or infinite; training stopped (checkpoints kept)."""
+
+
+def _identity(k):
+    return k
+
+
+def _drop_state(record):
+    k, new, _state, stats = record
+    return k, new, stats
+
+
+def _state_only(record):
+    return record[0], record[2]
+
+
+@dataclass
+class _Snapshot:
+    iteration: int
+    epoch: int
+    iteration_in_epoch: int
+    weights: np.ndarray
+    buffers: np.ndarray
+    states: list
+    schedule_state: dict | None
+
+
+class DistributedTrainer:
+    """Train a sparkdl model on a Spark RDD with synchronous data-parallel SGD.
+
+    Parameters
+    ----------
+    model : sparkdl.nn.Module
+        Trained in place: after :meth:`fit` its parameters and buffers hold the result.
+    loss : sparkdl.nn.loss.Loss
+        Any reduction; the engine evaluates ``reduction='sum'`` per partition and divides by the global
+        normalizer, so one iteration equals one single-process ``'mean'`` step on the union of the local
+        batches.
+    optimizer : sparkdl.optim optimizer
+        Its ``schedule`` (if any) is evaluated on the driver once per iteration.
+    batch_size : int
+        Global mini-batch size, split across partitions in proportion to their sizes (any value works).
+    end_trigger : Trigger, default MaxEpoch(1)
+        When to stop (:mod:`sparkdl.engine.triggers`; combine with ``|`` / ``&``).
+    seed : int
+        Source of all randomness (shuffling, Dropout).
+    num_blocks : int, optional
+        AllReduce blocks K (default: number of data partitions).
+    compress : {None, 'fp16'}
+        Send gradient blocks as float16 (summed in float32; weights stay float32).
+    validation_trigger : Trigger, optional
+        When to evaluate ``validation_metrics`` on the validation data (default every epoch).
+    validation_metrics : sequence of metrics
+        From :mod:`sparkdl.metrics`; the first one is the "score" used by ``MaxScore`` and plateau schedules.
+    checkpoint_dir : str, optional
+        Where checkpoints go (local path). ``checkpoint_trigger`` (default every epoch) says when.
+    log_dir : str, optional
+        TensorBoard event files.
+    num_classes : int, optional
+        For classification: labels are checked to be integers in ``[0, num_classes)`` before training.
+    threads_per_task : int, optional
+        numba/BLAS threads per task (default ``spark.task.cpus``).
+    progress : bool
+        Show a tqdm progress bar with loss, samples/s and ETA.
+    snapshot_interval : int
+        Iterations between driver-side snapshots used to recover from executor loss.
+    max_recoveries : int
+        How many failed iterations to recover from (by replay from the last snapshot) before giving up.
+    fault_hook : callable, optional
+        Testing aid: ``hook(stage=, partition=, epoch=, iteration=, attempt=)`` called inside every task.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For invalid arguments, before any Spark job runs.
+    """
+
+    def __init__(self, model, loss, optimizer, *, batch_size: int, end_trigger: Trigger | None = None,
+                 seed: int = 0, num_blocks: int | None = None, compress: str | None = None, shuffle: bool = True,
+                 validation_trigger: Trigger | None = None, validation_metrics=(), validation_batch_size: int = 1024,
+                 checkpoint_dir: str | None = None, checkpoint_trigger: Trigger | None = None, keep_checkpoints: int = 3,
+                 log_dir: str | None = None, num_classes: int | None = None, threads_per_task: int | None = None,
+                 progress: bool = True, snapshot_interval: int = 50, max_recoveries: int = 3, fault_hook=None):
+        from sparkdl.nn.module import Module
+        if not isinstance(model, Module):
+            raise TypeError(f"DistributedTrainer: model must be a sparkdl.nn.Module, got {type(model).__name__}")
+        for name, v in (("batch_size", batch_size), ("snapshot_interval", snapshot_interval)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"DistributedTrainer: {name} must be an int >= 1, got {v!r}")
+        if num_blocks is not None and (not isinstance(num_blocks, int) or num_blocks < 1):
+            raise ValueError(f"DistributedTrainer: num_blocks must be None or an int >= 1, got {num_blocks!r}")
+        if compress not in (None, "fp16"):
+            raise ValueError(f"DistributedTrainer: compress must be None or 'fp16', got {compress!r}")
+        if end_trigger is not None and not isinstance(end_trigger, Trigger):
+            raise TypeError(f"DistributedTrainer: end_trigger must be a Trigger, got {type(end_trigger).__name__}")
+        if model.dtype != np.float32:
+            raise TypeError(f"DistributedTrainer: the model must be float32, got {model.dtype}")
+        self.model, self.loss, self.optimizer = model, loss, optimizer
+        self.batch_size, self.seed, self.shuffle = batch_size, int(seed), bool(shuffle)
+        self.end_trigger = end_trigger or MaxEpoch(1)
+        self.num_blocks, self.compress = num_blocks, compress
+        self.validation_trigger = validation_trigger or EveryEpoch()
+        self.validation_metrics = list(validation_metrics)
+        self.validation_batch_size = validation_batch_size
+        self.checkpoint_dir, self.keep_checkpoints = checkpoint_dir, keep_checkpoints
+        self.checkpoint_trigger = checkpoint_trigger or EveryEpoch()
+        self.log_dir, self.num_classes, self.threads_per_task = log_dir, num_classes, threads_per_task
+        self.progress, self.snapshot_interval, self.max_recoveries = progress, snapshot_interval, max_recoveries
+        self.fault_hook = fault_hook
+        self.summary: TrainSummary | None = None
+        self.state = TrainingState()
+        self._state_rdd = None
+        self._updated = self._updated_broadcast = None
+        self._iteration_in_epoch = 0
+
+    # ------------------------------------------------------------------ public API
+    def fit(self, train, validation=None, *, resume: bool = False) -> TrainSummary:
+        """Train until ``end_trigger`` fires.
+
+        Parameters
+        ----------
+        train : DataBlocks or pyspark.RDD of (features, label)
+            Training data; an RDD is converted and cached with :meth:`DataBlocks.from_samples`.
+        validation : DataBlocks or RDD, optional
+            Evaluated with ``validation_metrics`` whenever ``validation_trigger`` fires.
+        resume : bool
+            Continue from the latest checkpoint in ``checkpoint_dir`` (model, optimizer state, schedule,
+            counters); the continuation is identical to an uninterrupted run.
+
+        Returns
+        -------
+        TrainSummary
+        """
+        data = train if isinstance(train, DataBlocks) else DataBlocks.from_samples(train)
+        val = validation if validation is None or isinstance(validation, DataBlocks) else \
+            DataBlocks.from_samples(validation)
+        data.check_labels(self.num_classes)
+        if val is not None:
+            val.check_labels(self.num_classes)
+            if not self.validation_metrics:
+                raise ValueError("DistributedTrainer.fit: validation data given but validation_metrics is empty")
+        self._check_feature_shape(data)
+        self.summary = TrainSummary(self.log_dir)
+        try:
+            self._fit(data, val, resume)
+        finally:
+            self.summary.close()
+            self._replace_state_rdd(None)
+        return self.summary
+
+    # ------------------------------------------------------------------ setup
+    def _check_feature_shape(self, data: DataBlocks):
+        if data.feature_shape is None:
+            raise ValueError("DistributedTrainer.fit: the training data is empty")
+        x = np.zeros((1, *data.feature_shape), np.float32)
+        try:
+            self.model(x)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"DistributedTrainer.fit: the model does not accept the training features of "
+                             f"shape {data.feature_shape} (per sample): {e}") from e
+
+    def _fit(self, data: DataBlocks, val, resume: bool):
+        sc = data.rdd.context
+        self._sc = sc
+        P = self.model.num_parameters()
+        K = self.num_blocks or data.num_partitions
+        bounds = block_bounds(P, K)
+        self.optimizer.configure(self.model.parameter_layout()) if hasattr(self.optimizer, "configure") \
+            and not getattr(self.optimizer, "_configured", False) else None
+        integer_labels = data.label_kind == "i" or self.num_classes is not None
+        fit_ctx = tasks.FitContext(self.model.copy(), sum_loss(self.loss), self.optimizer, bounds, self.seed,
+                                   self.shuffle, integer_labels, self.compress, self.threads_per_task,
+                                   self.fault_hook)
+        self._bc_fit = CloudBroadcast(sc, fit_ctx)
+        self._bounds = bounds
+        counts = batch_counts(data.sizes, self.batch_size)
+        starts = np.vstack([np.zeros((1, counts.shape[1]), np.int64), np.cumsum(counts, axis=0)[:-1]])
+        states = [self.optimizer.init_state(int(bounds[k]), int(bounds[k + 1])) for k in range(K)]
+        self.state = TrainingState()
+        self._iteration_in_epoch = 0
+        if resume:
+            states = self._restore_checkpoint(K)
+        self._set_state_rdd(states)
+        snapshot = self._take_snapshot(states)
+        bar = self._progress_bar(counts.shape[0])
+        recoveries = 0
+        try:
+            while not self.end_trigger(self.state):
+                try:
+                    self._step(data, self.state.epoch, self._iteration_in_epoch, counts, starts, bar)
+                except TrainingDivergedError:
+                    raise
+                except Exception as e:  # a lost executor takes cached optimizer state with it: replay
+                    if recoveries >= self.max_recoveries or not _is_spark_failure(e):
+                        raise
+                    recoveries += 1
+                    log.warning("sparkdl: iteration %d failed (%s); replaying from iteration %d (recovery %d/%d)",
+                                self.state.iteration + 1, type(e).__name__, snapshot.iteration, recoveries,
+                                self.max_recoveries)
+                    self._restore_snapshot(snapshot)
+                    continue
+                self._after_iteration(val, bar)
+                if self.state.iteration - snapshot.iteration >= self.snapshot_interval:
+                    snapshot = self._take_snapshot()
+        finally:
+            if bar is not None:
+                bar.close()
+            self._bc_fit.destroy()
+
+    # ------------------------------------------------------------------ one iteration
+    def _step(self, data, epoch, i, counts, starts, bar):
+        sc = self._sc
+        g = self.state.iteration
+        lr = self._learning_rate()
+        sc.setJobDescription(f"sparkdl fit: epoch {epoch + 1}, iteration {i + 1}/{counts.shape[0]} "
+                             f"(global {g + 1})")
+        t0 = time.perf_counter()
+        bc_w = sc.broadcast((self.model.flat_parameters.copy(), self.model.flat_buffers.copy()))
+        ctx = tasks.IterationContext(self._bc_fit, bc_w, epoch, i, g, counts[i], starts[i], lr)
+        K = len(self._bounds) - 1
+        reduced = (data.rdd.mapPartitionsWithIndex(partial(tasks.gradient_task, ctx))
+                   .partitionBy(K, _identity)
+                   .mapPartitionsWithIndex(partial(tasks.reduce_task, ctx), preservesPartitioning=True))
+        clip_norm = getattr(self.optimizer, "clip_norm", None)
+        if clip_norm:
+            from sparkdl.optim.clip import clip_coef
+            reduced.persist(StorageLevel.MEMORY_AND_DISK)
+            total_sq = sum(reduced.map(tasks.square_norm_task).collect())
+            ctx.clip_coef = float(clip_coef(total_sq, clip_norm))
+        updated = reduced.zip(self._state_rdd).map(partial(tasks.update_task, ctx))
+        updated.persist(StorageLevel.MEMORY_AND_DISK)
+        updated.localCheckpoint()
+        try:
+            results = updated.map(_drop_state).collect()
+        except BaseException:
+            updated.unpersist()
+            bc_w.destroy()
+            raise
+        finally:
+            if clip_norm:
+                reduced.unpersist()
+        self._apply_results(results, epoch, i, g, lr, counts, t0, bar)
+        # The cached state RDD's own task closure references this iteration's weight broadcast: it is
+        # destroyed together with that RDD, one iteration later.
+        self._replace_state_rdd(updated, bc_w)
+
+    def _apply_results(self, results, epoch, i, g, lr, counts, t0, bar):
+        results.sort(key=lambda r: r[0])
+        new_w = np.concatenate([r[1] for r in results])
+        loss_sum, norm_sum, buf, n = results[0][2]
+        loss = loss_sum / norm_sum if norm_sum > 0 else math.nan
+        if not math.isfinite(loss) or not np.isfinite(new_w).all():
+            what = "loss" if not math.isfinite(loss) else "updated weights"
+            raise TrainingDivergedError(
+                f"training diverged at iteration {g + 1} (epoch {epoch + 1}): the {what} became NaN or infinite "
+                f"(loss={loss}); the model keeps the last good weights and existing checkpoints are untouched. "
+                "Lower the learning rate or enable gradient clipping (clip_norm).")
+        self.model.flat_parameters[...] = new_w
+        if buf is not None and n > 0:
+            self.model.flat_buffers[...] = buf / np.float32(n)
+        samples = int(counts[i].sum())
+        seconds = time.perf_counter() - t0
+        self.state.iteration = g + 1
+        self._iteration_in_epoch = i + 1
+        self.state.loss = loss
+        self.state.epoch_end = self._iteration_in_epoch == counts.shape[0]
+        if self.state.epoch_end:
+            self.state.epoch = epoch + 1
+            self._iteration_in_epoch = 0
+        self.summary.add_iteration({"iteration": g + 1, "epoch": epoch + 1, "loss": loss, "lr": lr,
+                                    "samples": samples, "seconds": seconds, "samples_per_s": samples / seconds})
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.4f}", samples_per_s=f"{samples / seconds:,.0f}", refresh=False)
+
+    def _learning_rate(self) -> float:
+        schedule = getattr(self.optimizer, "schedule", None)
+        base = float(self.optimizer.lr)
+        if schedule is None:
+            return base
+        return float(schedule.lr(base, iteration=self.state.iteration, epoch=self.state.epoch,
+                                 metric=self.state.score))
+
+    # ------------------------------------------------------------------ triggers
+    def _after_iteration(self, val, bar):
+        if val is not None and self.validation_trigger(self.state):
+            scores = evaluate(self.model, val, self.validation_metrics, batch_size=self.validation_batch_size)
+            self.state.score = float(scores[self.validation_metrics[0].name])
+            self.summary.add_validation({"iteration": self.state.iteration, "epoch": self.state.epoch, **scores})
+            if bar is not None:
+                bar.write(f"epoch {self.state.epoch} iteration {self.state.iteration}: " +
+                          ", ".join(f"{k}={v:.4f}" for k, v in scores.items()))
+        if self.checkpoint_dir is not None and self.checkpoint_trigger(self.state):
+            self._save_checkpoint()
+
+    # ------------------------------------------------------------------ optimizer state on executors
+    def _set_state_rdd(self, states):
+        """Ship shard states to the executors (at the start, on resume and on recovery only)."""
+        self._replace_state_rdd(None)
+        self._state_rdd = self._sc.parallelize(list(enumerate(states)), len(states))
+
+    def _replace_state_rdd(self, updated, broadcast=None):
+        """Make ``updated`` (cached, holding each shard's new state) the state for the next iteration and
+        release the previous one and its weight broadcast, so cached blocks, broadcasts and lineage stay
+        bounded."""
+        if self._updated is not None:
+            self._updated.unpersist()
+            self._updated_broadcast.destroy()
+        self._updated, self._updated_broadcast = updated, broadcast
+        self._state_rdd = updated.map(_state_only) if updated is not None else None
+
+    def _collect_states(self) -> list:
+        pairs = self._state_rdd.collect()
+        pairs.sort(key=lambda kv: kv[0])
+        return [s for _, s in pairs]
+
+    def _take_snapshot(self, states=None) -> _Snapshot:
+        schedule = getattr(self.optimizer, "schedule", None)
+        return _Snapshot(self.state.iteration, self.state.epoch, self._iteration_in_epoch, self.model.flat_parameters.copy(),
+                         self.model.flat_buffers.copy(), states if states is not None else self._collect_states(),
+                         schedule.state_dict() if schedule is not None and hasattr(schedule, "state_dict") else None)
+
+    def _restore_snapshot(self, snap: _Snapshot):
+        self.model.flat_parameters[...] = snap.weights
+        self.model.flat_buffers[...] = snap.buffers
+        self.state.iteration, self.state.epoch = snap.iteration, snap.epoch
+        self._iteration_in_epoch = snap.iteration_in_epoch
+        del self.summary.iterations[snap.iteration:]
+        schedule = getattr(self.optimizer, "schedule", None)
+        if snap.schedule_state is not None:
+            schedule.load_state_dict(snap.schedule_state)
+        self._set_state_rdd([{k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in s.items()}
+                             for s in snap.states])
+
+    # ------------------------------------------------------------------ checkpoints
+    def _save_checkpoint(self):
+        from sparkdl.engine.checkpointing import save_training_checkpoint
+        save_training_checkpoint(self, self._collect_states())
+
+    def _restore_checkpoint(self, K):
+        from sparkdl.engine.checkpointing import restore_training_checkpoint
+        return restore_training_checkpoint(self, K)
+
+    def _progress_bar(self, iterations_per_epoch):
+        if not self.progress:
+            return None
+        from tqdm.auto import tqdm
+        total = None
+        t = self.end_trigger
+        if isinstance(t, MaxEpoch):
+            total = t.max_epoch * iterations_per_epoch
+        elif hasattr(t, "max_iteration"):
+            total = t.max_iteration
+        return tqdm(total=total, initial=self.state.iteration, unit="it", desc="sparkdl fit", dynamic_ncols=True)
+
+
+def _is_spark_failure(e: BaseException) -> bool:
+    """Errors raised by a failed Spark job (executor lost, block missing), as opposed to driver bugs."""
+    name = type(e).__name__
+    return name in ("Py4JJavaError", "Py4JError", "PythonException", "SparkRuntimeException") or \
+        "SparkException" in str(e)[:2000] or "Job aborted" in str(e)[:2000]
