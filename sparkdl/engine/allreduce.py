@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["block_bounds", "split_blocks", "merge_blocks", "sum_block", "update_shard"]
+__all__ = ["block_bounds", "split_blocks", "merge_blocks", "sum_block", "mean_gradient", "update_shard"]
 
 
 def block_bounds(num_elements: int, num_blocks: int) -> np.ndarray:
@@ -57,14 +57,18 @@ def sum_block(parts, size: int) -> tuple[np.ndarray, float, float]:
     return acc, loss_sum, norm_sum
 
 
+def mean_gradient(grad_sum: np.ndarray, normalizer: float) -> np.ndarray:
+    """``grad_sum / normalizer`` in float32 (zeros when the normalizer is 0)."""
+    if normalizer > 0:
+        return grad_sum / np.float32(normalizer)
+    return np.zeros_like(grad_sum)
+
+
 def update_shard(optimizer, weights: np.ndarray, grad_sum: np.ndarray, normalizer: float, state: dict,
-                 lo: int, lr: float, clip_coef: float = 1.0) -> np.ndarray:
+                 lo: int, lr: float, grad_sq_norm: float | None = None) -> np.ndarray:
     """New weight shard from the current shard ``weights`` (not modified), the summed gradient and the
-    global normalizer. ``clip_coef`` scales the mean gradient (global-norm clipping). ``state`` is
-    updated in place."""
-    grad = grad_sum / np.float32(normalizer) if normalizer > 0 else np.zeros_like(grad_sum)
-    if clip_coef != 1.0:
-        grad *= np.float32(clip_coef)
+    global normalizer; ``state`` is updated in place. ``grad_sq_norm`` is the global squared norm of the
+    mean gradient (sum over shards of ``optimizer.partial_sq_norm``), needed with ``clip_norm``."""
     new = np.array(weights, dtype=np.float32, copy=True)
-    optimizer.update(new, grad, state, lo=lo, lr=lr)
+    optimizer.update(new, mean_gradient(grad_sum, normalizer), state, lo=lo, lr=lr, grad_sq_norm=grad_sq_norm)
     return new

@@ -16,8 +16,8 @@ from typing import Callable
 
 import numpy as np
 
-from sparkdl.engine.allreduce import sum_block, update_shard
-from sparkdl.engine.plan import local_permutation
+from sparkdl.engine.allreduce import mean_gradient, sum_block, update_shard
+from sparkdl.engine.plan import local_schedule
 from sparkdl.engine.worker import dropout_rng, local_gradient
 
 __all__ = ["FitContext", "IterationContext", "gradient_task", "reduce_task", "update_task", "FaultInjected"]
@@ -34,7 +34,9 @@ class FitContext:
     model: object
     loss: object
     optimizer: object
-    bounds: np.ndarray
+    bounds: np.ndarray  # AllReduce block boundaries (K + 1,)
+    offsets: np.ndarray  # global id of each partition's first sample (P + 1,)
+    batch_size: int
     seed: int
     shuffle: bool
     integer_labels: bool
@@ -52,13 +54,11 @@ class IterationContext:
     epoch: int
     iteration: int  # iteration within the epoch
     global_iteration: int
-    counts: np.ndarray  # (P,) samples per partition in this iteration
-    starts: np.ndarray  # (P,) offsets into each partition's permutation
     lr: float
-    clip_coef: float = 1.0
+    grad_sq_norm: float | None = None  # global squared gradient norm, for clip_norm
 
 
-_PERMUTATIONS: dict = {}
+_SCHEDULES: dict = {}
 
 
 def _set_threads(fit: FitContext):
@@ -83,13 +83,18 @@ def _maybe_fail(fit: FitContext, stage: str, partition: int, ctx: IterationConte
                    attempt=attempt)
 
 
-def _permutation(fit: FitContext, epoch: int, p: int, n: int) -> np.ndarray:
-    key = (fit.seed, epoch, p, n, fit.shuffle)
-    perm = _PERMUTATIONS.get(key)
-    if perm is None:
-        _PERMUTATIONS.clear()  # keep only the current epoch's permutation
-        perm = _PERMUTATIONS[key] = local_permutation(fit.seed, epoch, p, n, fit.shuffle)
-    return perm
+def _local_rows(fit: FitContext, epoch: int, iteration: int, p: int) -> np.ndarray:
+    """Rows of partition ``p`` in global batch ``iteration`` (the epoch plan is cached per worker)."""
+    offset, stop = int(fit.offsets[p]), int(fit.offsets[p + 1])
+    key = (fit.seed, epoch, p, offset, stop, fit.batch_size, fit.shuffle)
+    plan = _SCHEDULES.get(key)
+    if plan is None:
+        while len(_SCHEDULES) >= 4:
+            _SCHEDULES.pop(next(iter(_SCHEDULES)))
+        plan = _SCHEDULES[key] = local_schedule(fit.seed, epoch, int(fit.offsets[-1]), offset, stop - offset,
+                                                fit.batch_size, fit.shuffle)
+    rows, starts = plan
+    return rows[starts[iteration]:starts[iteration + 1]]
 
 
 def gradient_task(ctx: IterationContext, p: int, blocks):
@@ -98,8 +103,11 @@ def gradient_task(ctx: IterationContext, p: int, blocks):
     items = list(blocks)  # drain the iterator: keeps the Python worker reusable
     fit: FitContext = ctx.fit.value
     _maybe_fail(fit, "gradient", p, ctx)
-    n = int(ctx.counts[p])
-    if n == 0 or not items:
+    if not items or fit.offsets[p + 1] == fit.offsets[p]:
+        return
+    idx = np.sort(_local_rows(fit, ctx.epoch, ctx.iteration, p))
+    n = len(idx)
+    if n == 0:
         return
     x, y = items[0]
     _set_threads(fit)
@@ -107,8 +115,6 @@ def gradient_task(ctx: IterationContext, p: int, blocks):
     w, buffers = ctx.weights.value
     model.flat_parameters[...] = w
     model.flat_buffers[...] = buffers
-    perm = _permutation(fit, ctx.epoch, p, len(x))
-    idx = np.sort(perm[int(ctx.starts[p]):int(ctx.starts[p]) + n])
     xb, yb = x[idx], y[idx]
     if fit.integer_labels and yb.dtype.kind != "i":
         yb = yb.astype(np.int64)
@@ -151,12 +157,12 @@ def update_task(ctx: IterationContext, pair):
     fit: FitContext = ctx.fit.value
     lo, hi = int(fit.bounds[k]), int(fit.bounds[k + 1])
     w, _ = ctx.weights.value
-    new = update_shard(fit.optimizer, w[lo:hi], grad_sum, norm_sum, state, lo, ctx.lr, ctx.clip_coef)
+    new = update_shard(fit.optimizer, w[lo:hi], grad_sum, norm_sum, state, lo, ctx.lr, ctx.grad_sq_norm)
     return k, new, state, (loss_sum, norm_sum, buf, n)
 
 
-def square_norm_task(pair):
+def square_norm_task(ctx: IterationContext, record):
     """Partial squared L2 norm of a reduced block's mean gradient (for global-norm clipping)."""
-    k, (grad_sum, _loss, norm_sum, _buf, _n) = pair
-    g = grad_sum.astype(np.float64) / norm_sum if norm_sum > 0 else np.zeros(1)
-    return float(np.dot(g, g))
+    k, (grad_sum, _loss, norm_sum, _buf, _n) = record
+    fit: FitContext = ctx.fit.value
+    return fit.optimizer.partial_sq_norm(mean_gradient(grad_sum, norm_sum), int(fit.bounds[k]))

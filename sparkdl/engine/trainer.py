@@ -24,7 +24,7 @@ from sparkdl.engine.allreduce import block_bounds
 from sparkdl.engine.broadcast import CloudBroadcast
 from sparkdl.engine.data import DataBlocks
 from sparkdl.engine.inference import evaluate
-from sparkdl.engine.plan import batch_counts
+from sparkdl.engine.plan import batch_sizes
 from sparkdl.engine.summary import TrainSummary
 from sparkdl.engine.triggers import EveryEpoch, MaxEpoch, TrainingState, Trigger
 from sparkdl.engine.worker import sum_loss
@@ -202,16 +202,19 @@ class DistributedTrainer:
         P = self.model.num_parameters()
         K = self.num_blocks or data.num_partitions
         bounds = block_bounds(P, K)
-        self.optimizer.configure(self.model.parameter_layout()) if hasattr(self.optimizer, "configure") \
-            and not getattr(self.optimizer, "_configured", False) else None
+        if self.optimizer.layout is None:
+            self.optimizer.configure(self.model.parameter_layout())
+        elif self.optimizer.layout.size != P:
+            raise ValueError(f"DistributedTrainer: the optimizer is configured for {self.optimizer.layout.size} "
+                             f"parameters but the model has {P}")
         integer_labels = data.label_kind == "i" or self.num_classes is not None
-        fit_ctx = tasks.FitContext(self.model.copy(), sum_loss(self.loss), self.optimizer, bounds, self.seed,
-                                   self.shuffle, integer_labels, self.compress, self.threads_per_task,
-                                   self.fault_hook)
+        offsets = np.concatenate([[0], np.cumsum(data.sizes)]).astype(np.int64)
+        fit_ctx = tasks.FitContext(self.model.copy(), sum_loss(self.loss), self.optimizer, bounds, offsets,
+                                   self.batch_size, self.seed, self.shuffle, integer_labels, self.compress,
+                                   self.threads_per_task, self.fault_hook)
         self._bc_fit = CloudBroadcast(sc, fit_ctx)
         self._bounds = bounds
-        counts = batch_counts(data.sizes, self.batch_size)
-        starts = np.vstack([np.zeros((1, counts.shape[1]), np.int64), np.cumsum(counts, axis=0)[:-1]])
+        sizes = batch_sizes(data.num_samples, self.batch_size)
         states = [self.optimizer.init_state(int(bounds[k]), int(bounds[k + 1])) for k in range(K)]
         self.state = TrainingState()
         self._iteration_in_epoch = 0
@@ -219,12 +222,12 @@ class DistributedTrainer:
             states = self._restore_checkpoint(K)
         self._set_state_rdd(states)
         snapshot = self._take_snapshot(states)
-        bar = self._progress_bar(counts.shape[0])
+        bar = self._progress_bar(len(sizes))
         recoveries = 0
         try:
             while not self.end_trigger(self.state):
                 try:
-                    self._step(data, self.state.epoch, self._iteration_in_epoch, counts, starts, bar)
+                    self._step(data, self.state.epoch, self._iteration_in_epoch, sizes, bar)
                 except TrainingDivergedError:
                     raise
                 except Exception as e:  # a lost executor takes cached optimizer state with it: replay
@@ -245,25 +248,23 @@ class DistributedTrainer:
             self._bc_fit.destroy()
 
     # ------------------------------------------------------------------ one iteration
-    def _step(self, data, epoch, i, counts, starts, bar):
+    def _step(self, data, epoch, i, sizes, bar):
         sc = self._sc
         g = self.state.iteration
         lr = self._learning_rate()
-        sc.setJobDescription(f"sparkdl fit: epoch {epoch + 1}, iteration {i + 1}/{counts.shape[0]} "
+        sc.setJobDescription(f"sparkdl fit: epoch {epoch + 1}, iteration {i + 1}/{len(sizes)} "
                              f"(global {g + 1})")
         t0 = time.perf_counter()
         bc_w = sc.broadcast((self.model.flat_parameters.copy(), self.model.flat_buffers.copy()))
-        ctx = tasks.IterationContext(self._bc_fit, bc_w, epoch, i, g, counts[i], starts[i], lr)
+        ctx = tasks.IterationContext(self._bc_fit, bc_w, epoch, i, g, lr)
         K = len(self._bounds) - 1
         reduced = (data.rdd.mapPartitionsWithIndex(partial(tasks.gradient_task, ctx))
                    .partitionBy(K, _identity)
                    .mapPartitionsWithIndex(partial(tasks.reduce_task, ctx), preservesPartitioning=True))
         clip_norm = getattr(self.optimizer, "clip_norm", None)
         if clip_norm:
-            from sparkdl.optim.clip import clip_coef
             reduced.persist(StorageLevel.MEMORY_AND_DISK)
-            total_sq = sum(reduced.map(tasks.square_norm_task).collect())
-            ctx.clip_coef = float(clip_coef(total_sq, clip_norm))
+            ctx.grad_sq_norm = math.fsum(reduced.map(partial(tasks.square_norm_task, ctx)).collect())
         updated = reduced.zip(self._state_rdd).map(partial(tasks.update_task, ctx))
         updated.persist(StorageLevel.MEMORY_AND_DISK)
         updated.localCheckpoint()
@@ -276,12 +277,12 @@ class DistributedTrainer:
         finally:
             if clip_norm:
                 reduced.unpersist()
-        self._apply_results(results, epoch, i, g, lr, counts, t0, bar)
+        self._apply_results(results, epoch, i, g, lr, sizes, t0, bar)
         # The cached state RDD's own task closure references this iteration's weight broadcast: it is
         # destroyed together with that RDD, one iteration later.
         self._replace_state_rdd(updated, bc_w)
 
-    def _apply_results(self, results, epoch, i, g, lr, counts, t0, bar):
+    def _apply_results(self, results, epoch, i, g, lr, sizes, t0, bar):
         results.sort(key=lambda r: r[0])
         new_w = np.concatenate([r[1] for r in results])
         loss_sum, norm_sum, buf, n = results[0][2]
@@ -295,12 +296,12 @@ class DistributedTrainer:
         self.model.flat_parameters[...] = new_w
         if buf is not None and n > 0:
             self.model.flat_buffers[...] = buf / np.float32(n)
-        samples = int(counts[i].sum())
+        samples = int(sizes[i])
         seconds = time.perf_counter() - t0
         self.state.iteration = g + 1
         self._iteration_in_epoch = i + 1
         self.state.loss = loss
-        self.state.epoch_end = self._iteration_in_epoch == counts.shape[0]
+        self.state.epoch_end = self._iteration_in_epoch == len(sizes)
         if self.state.epoch_end:
             self.state.epoch = epoch + 1
             self._iteration_in_epoch = 0
@@ -311,12 +312,8 @@ class DistributedTrainer:
             bar.set_postfix(loss=f"{loss:.4f}", samples_per_s=f"{samples / seconds:,.0f}", refresh=False)
 
     def _learning_rate(self) -> float:
-        schedule = getattr(self.optimizer, "schedule", None)
-        base = float(self.optimizer.lr)
-        if schedule is None:
-            return base
-        return float(schedule.lr(base, iteration=self.state.iteration, epoch=self.state.epoch,
-                                 metric=self.state.score))
+        return float(self.optimizer.lr_at(iteration=self.state.iteration, epoch=self.state.epoch,
+                                          metric=self.state.score))
 
     # ------------------------------------------------------------------ triggers
     def _after_iteration(self, val, bar):
