@@ -2,3 +2,16 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for the whole run: 2 cores, tasks may be retried (``local[2,3]``)."""
+    from sparkdl.engine import get_or_create_session
+    session = get_or_create_session("local[2,3]", app_name="sparkdl-tests",
+                                    conf={"spark.ui.enabled": "false", "spark.driver.memory": "2g",
+                                          "spark.sql.shuffle.partitions": "4"})
+    yield session
+    session.stop()

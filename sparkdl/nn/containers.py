@@ -27,6 +27,10 @@ class Sequential(Module):
         for i, m in enumerate(modules):
             self.add_module(str(i), m)
 
+    @classmethod
+    def from_config(cls, config, children=None):
+        return cls(*(children or {}).values())
+
     def __len__(self):
         return len(self._modules)
 
@@ -69,6 +73,10 @@ class Residual(Module):
         self.add_module("body", body)
         if shortcut is not None:
             self.add_module("shortcut", shortcut)
+
+    @classmethod
+    def from_config(cls, config, children=None):
+        return cls(**(children or {}))
 
     def forward(self, x, *, training=False, rng=None):
         y, cb = self.body.forward(x, training=training, rng=rng)
@@ -134,3 +142,7 @@ class Concat(Module):
 
     def get_config(self):
         return {"dim": self.dim}
+
+    @classmethod
+    def from_config(cls, config, children=None):
+        return cls(*(children or {}).values(), **config)

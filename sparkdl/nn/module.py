@@ -27,9 +27,12 @@ import numpy as np
 
 from sparkdl.nn.layout import Layout
 
-__all__ = ["Module"]
+__all__ = ["Module", "MODULE_REGISTRY"]
 
 _KINDS = ("parameters", "buffers")
+
+#: Every Module subclass by class name; persistence resolves architecture class names only here.
+MODULE_REGISTRY: dict[str, type] = {}
 
 
 class Module:
@@ -41,6 +44,10 @@ class Module:
     ``get_config()`` returns the constructor arguments, so an architecture is data (see
     :mod:`sparkdl.io`).
     """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        MODULE_REGISTRY[cls.__name__] = cls
 
     def __init__(self):
         self._tensors: dict[str, dict[str, np.ndarray]] = {"parameters": {}, "buffers": {}}
@@ -279,6 +286,16 @@ class Module:
     def get_config(self) -> dict:
         """Constructor keyword arguments that rebuild this module (JSON-serialisable)."""
         return {}
+
+    @classmethod
+    def from_config(cls, config: dict, children: dict[str, "Module"] | None = None) -> "Module":
+        """Rebuild a module from :meth:`get_config` output and its rebuilt children (in order).
+
+        Leaves: ``cls(**config)``. Containers override this to take their children.
+        """
+        if children:
+            raise ValueError(f"{cls.__name__}.from_config: a leaf module takes no children, got {list(children)}")
+        return cls(**config)
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())

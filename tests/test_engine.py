@@ -1,0 +1,158 @@
+"""Distributed training on Spark (local[2,3]) against the single-process reference."""
+import numpy as np
+import pytest
+
+from sparkdl import nn
+from sparkdl.engine import DataBlocks, DistributedTrainer, MaxEpoch, MaxIteration, TrainingDivergedError
+from sparkdl.engine.plan import global_batch
+from sparkdl.metrics import Top1Accuracy
+from sparkdl.optim import SGD, Adam
+from sparkdl.trainer import train_step
+
+
+def _data(n=96, d=6, classes=3, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    w = rng.standard_normal((d, classes))
+    y = np.argmax(x @ w + 0.3 * rng.standard_normal((n, classes)), axis=1).astype(np.int64)
+    return x, y
+
+
+def _model(d=6, classes=3, seed=1):
+    return nn.Sequential(nn.Linear(d, 16), nn.ReLU(), nn.Linear(16, classes)).initialize(seed)
+
+
+def _reference(model, loss, opt, x, y, batch_size, epochs, seed):
+    """Single-process steps on exactly the engine's global batches."""
+    opt.configure(model.parameter_layout())
+    state = opt.init_state(0, model.num_parameters())
+    losses = []
+    n = len(x)
+    for epoch in range(epochs):
+        for i in range(-(-n // batch_size)):
+            ids = np.sort(global_batch(seed, epoch, n, batch_size, i))
+            losses.append(train_step(model, loss, opt, state, x[ids], y[ids], None, None))
+    return losses
+
+
+def _fit(spark, x, y, partitions, model, opt, batch_size=20, epochs=2, seed=5, **kw):
+    rdd = spark.sparkContext.parallelize(list(zip(x, y)), partitions)
+    trainer = DistributedTrainer(model, nn.CrossEntropyLoss(), opt, batch_size=batch_size,
+                                 end_trigger=MaxEpoch(epochs), seed=seed, progress=False, **kw)
+    return trainer.fit(rdd), trainer
+
+
+def test_two_partitions_equal_single_process(spark):
+    x, y = _data()
+    ref = _model()
+    ref_losses = _reference(ref, nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), x, y, 20, 2, seed=5)
+    dist = _model()
+    summary, _ = _fit(spark, x, y, 2, dist, SGD(lr=0.1, momentum=0.9))
+    np.testing.assert_allclose(summary.loss, ref_losses, rtol=1e-5)
+    np.testing.assert_allclose(dist.flat_parameters, ref.flat_parameters, rtol=1e-5, atol=1e-6)
+    assert len(summary.loss) == 2 * 5  # ceil(96 / 20) iterations per epoch
+
+
+@pytest.mark.parametrize("partitions", [1, 3, 4])
+def test_trajectory_independent_of_partitioning(spark, partitions):
+    x, y = _data()
+    ref = _model()
+    ref_losses = _reference(ref, nn.CrossEntropyLoss(), Adam(lr=0.01), x, y, 20, 2, seed=5)
+    summary, _ = _fit(spark, x, y, partitions, _model(), Adam(lr=0.01), num_blocks=3)
+    np.testing.assert_allclose(summary.loss, ref_losses, rtol=1e-5)
+
+
+def test_three_samples_on_eight_partitions(spark):
+    x, y = _data(n=3)
+    ref = _model()
+    ref_losses = _reference(ref, nn.CrossEntropyLoss(), SGD(lr=0.5), x, y, 2, 3, seed=5)
+    model = _model()
+    summary, _ = _fit(spark, x, y, 8, model, SGD(lr=0.5), batch_size=2, epochs=3)
+    np.testing.assert_allclose(summary.loss, ref_losses, rtol=1e-5)
+    np.testing.assert_allclose(model.flat_parameters, ref.flat_parameters, rtol=1e-5, atol=1e-6)
+
+
+def test_same_seed_bitwise_identical(spark):
+    x, y = _data()
+    a, b = _model(), _model()
+    _fit(spark, x, y, 3, a, Adam(lr=0.01), epochs=1)
+    _fit(spark, x, y, 3, b, Adam(lr=0.01), epochs=1)
+    np.testing.assert_array_equal(a.flat_parameters, b.flat_parameters)
+
+
+def test_training_learns_and_validates(spark):
+    x, y = _data(n=300)
+    model = _model()
+    sc = spark.sparkContext
+    val = DataBlocks.from_samples(sc.parallelize(list(zip(x[:100], y[:100])), 2))
+    trainer = DistributedTrainer(model, nn.CrossEntropyLoss(), Adam(lr=0.02), batch_size=32,
+                                 end_trigger=MaxEpoch(8), progress=False, validation_metrics=[Top1Accuracy()])
+    summary = trainer.fit(sc.parallelize(list(zip(x, y)), 3), val)
+    assert len(summary.validations) == 8
+    acc = summary.validations[-1]["Top1Accuracy"]
+    assert acc > 0.85
+    pred = np.argmax(model(x[:100]), axis=1)
+    assert acc == pytest.approx(np.mean(pred == y[:100]))
+
+
+def test_bad_features_named_before_training(spark):
+    x, y = _data(n=10)
+    rows = list(zip(x, y))
+    rows[7] = (np.full(6, np.nan, np.float32), 1)
+    with pytest.raises(ValueError, match=r"partition 1, row 2: features contain NaN"):
+        DataBlocks.from_samples(spark.sparkContext.parallelize(rows, 2))
+    rows[7] = (np.zeros(5, np.float32), 1)
+    with pytest.raises(ValueError, match=r"partition 1, row 2: features have shape \(5,\)"):
+        DataBlocks.from_samples(spark.sparkContext.parallelize(rows, 2))
+
+
+def test_label_out_of_range_named(spark):
+    x, y = _data(n=10)
+    y[6] = 3
+    with pytest.raises(ValueError, match=r"partition 1, row 1: 3; expected an integer class index in \[0, 2\]"):
+        _fit(spark, x, y, 2, _model(), SGD(lr=0.1), num_classes=3)
+
+
+def test_diverging_training_stops_with_iteration(spark):
+    x, y = _data()
+    x[:] *= 1e30
+    with pytest.raises(TrainingDivergedError, match="iteration 1"):
+        _fit(spark, x, y, 2, _model(), SGD(lr=1e10))
+
+
+def test_task_failures_are_retried_bit_identically(spark):
+    x, y = _data()
+    clean = _model()
+    _fit(spark, x, y, 2, clean, Adam(lr=0.01), epochs=1)
+    faulty = _model()
+    _fit(spark, x, y, 2, faulty, Adam(lr=0.01), epochs=1, fault_hook=_fail_first_attempts)
+    np.testing.assert_array_equal(clean.flat_parameters, faulty.flat_parameters)
+
+
+def _fail_first_attempts(stage, partition, epoch, iteration, attempt):
+    from sparkdl.engine.tasks import FaultInjected
+    if attempt == 0 and partition == 1 and iteration in (1, 3):
+        raise FaultInjected(f"injected failure in {stage} stage, partition {partition}, iteration {iteration}")
+
+
+def test_broadcasts_and_cache_stay_bounded(spark):
+    x, y = _data(n=40)
+    sc = spark.sparkContext
+    jsc = sc._jsc.sc()
+    before = jsc.getPersistentRDDs().size()
+    data = DataBlocks.from_samples(sc.parallelize(list(zip(x, y)), 2))
+    trainer = DistributedTrainer(_model(), nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), batch_size=8,
+                                 end_trigger=MaxIteration(40), progress=False)
+    depths = []
+    orig = trainer._replace_state_rdd
+
+    def spy(updated, broadcast=None):
+        orig(updated, broadcast)
+        if updated is not None:
+            depths.append((len(updated.toDebugString().splitlines()), jsc.getPersistentRDDs().size()))
+    trainer._replace_state_rdd = spy
+    trainer.fit(data)
+    assert len(depths) == 40
+    assert max(d for d, _ in depths[5:]) == min(d for d, _ in depths[5:])  # lineage does not grow
+    assert max(c for _, c in depths) <= before + 3  # data + current state (+ clip/reduced)
+    data.unpersist()
