@@ -141,6 +141,27 @@ class DataBlocks:
         return cls._cache_and_inspect(blocks, storage_level)
 
     @classmethod
+    def from_numpy(cls, sc, x: np.ndarray, y: np.ndarray, num_partitions: int | None = None,
+                   storage_level=StorageLevel.MEMORY_AND_DISK) -> "DataBlocks":
+        """Distribute driver-side arrays as ``num_partitions`` contiguous blocks (default
+        ``sc.defaultParallelism``) and cache them.
+
+        Raises
+        ------
+        ValueError
+            If ``x`` and ``y`` have different lengths or ``num_partitions < 1``.
+        """
+        x, y = np.asarray(x), np.asarray(y)
+        if len(x) != len(y):
+            raise ValueError(f"DataBlocks.from_numpy: x has {len(x)} rows but y has {len(y)}")
+        n = num_partitions or sc.defaultParallelism
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"DataBlocks.from_numpy: num_partitions must be an int >= 1, got {num_partitions!r}")
+        bounds = np.linspace(0, len(x), n + 1).round().astype(int)
+        chunks = [(x[bounds[i]:bounds[i + 1]], y[bounds[i]:bounds[i + 1]]) for i in range(n)]
+        return cls.from_blocks(sc.parallelize(chunks, n), storage_level)
+
+    @classmethod
     def from_blocks(cls, rdd, storage_level=StorageLevel.MEMORY_AND_DISK) -> "DataBlocks":
         """Cache an RDD whose elements are ``(features_block, labels_block)`` numpy pairs (several per
         partition are concatenated)."""

@@ -38,15 +38,18 @@ def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", 
     Parameters
     ----------
     master : str, optional
-        Master URL for a new session (default ``local[*]``). Ignored when a session is already active
-        (e.g. under ``spark-submit``), which is then returned unchanged.
+        Master URL for a new session. Default: the master ``spark-submit`` was given when this process was
+        launched by ``spark-submit``, else ``local[*]``. Ignored when a session is already active, which
+        is then returned unchanged.
     conf : dict, optional
         Extra settings for a new session (override the recommended ones).
     """
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    builder = SparkSession.builder.appName(app_name).master(master or "local[*]")
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None or "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit
+        builder = builder.master(master or "local[*]")
     settings = {**RECOMMENDED_CONF, "spark.executorEnv.NUMBA_CACHE_DIR": default_numba_cache_dir(), **(conf or {})}
     for k, v in settings.items():
         builder = builder.config(k, v)

@@ -1,0 +1,186 @@
+"""Benchmark of the Spark engine's per-iteration cost, sync cost and scaling (issue: distributed engine).
+
+Measures, in one script and on the same Spark session:
+  * the bare PySpark floors: an empty 2-task job and a 2-stage mapPartitions -> reduceByKey -> collect job;
+  * a full sparkdl iteration for a tiny model (ratio to the 2-stage floor; target <= 1.0);
+  * sync time for P = 1M and 10M float32 parameters, fp32 and fp16 gradient blocks, vs a bare
+    reduceByKey + collect moving the same bytes (targets <= 1.0 and <= 0.6), and vs a gloo allreduce
+    (torch.distributed, 2 processes) of the same size;
+  * scaling: LeNet-5 samples/s on local[2] vs local[1] with the same global batch (target >= 1.8),
+    local[1] measured in a subprocess.
+The last line printed is one JSON object with every figure.
+
+    python bench/engine.py            # full run (a few minutes)
+    python bench/engine.py --quick    # fewer repeats, P = 1M only
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def median_ms(fn, repeats, warmup=2):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return 1000 * float(np.median(times))
+
+
+def _session(master):
+    from sparkdl.engine import get_or_create_session
+    return get_or_create_session(master, app_name="sparkdl-bench-engine", conf={"spark.ui.enabled": "false",
+                                                                               "spark.driver.memory": "6g"})
+
+
+def floors(sc, repeats):
+    data = sc.parallelize(range(2), 2).map(lambda i: np.ones(10, np.float32)).cache()
+    data.count()
+
+    def empty():
+        data.mapPartitions(lambda it: [sum(1 for _ in it)]).collect()
+
+    def two_stage():
+        data.mapPartitions(lambda it: [(0, sum(float(x.sum()) for x in it))]).reduceByKey(lambda a, b: a + b).collect()
+    return median_ms(empty, repeats), median_ms(two_stage, repeats)
+
+
+def bare_allreduce_ms(sc, p, repeats, dtype=np.float32):
+    """reduceByKey + collect of a P-element gradient from each of 2 partitions, cut into 2 blocks."""
+    data = sc.parallelize(range(2), 2).cache()
+    data.count()
+    bounds = np.linspace(0, p, 3).astype(int)
+
+    def emit(it):
+        for _ in it:
+            pass
+        g = np.ones(p, dtype)
+        return [(k, g[bounds[k]:bounds[k + 1]]) for k in range(2)]
+
+    def job():
+        data.mapPartitions(emit).reduceByKey(lambda a, b: a + b, 2).collect()
+    return median_ms(job, repeats)
+
+
+def sparkdl_iteration_ms(sc, model, x, y, batch_size, iterations, compress=None, partitions=2):
+    from sparkdl import nn
+    from sparkdl.engine import DataBlocks, DistributedTrainer, MaxIteration
+    from sparkdl.optim import SGD
+    data = DataBlocks.from_numpy(sc, x, y, partitions)
+    trainer = DistributedTrainer(model, nn.CrossEntropyLoss(), SGD(lr=0.01, momentum=0.9), batch_size=batch_size,
+                                 end_trigger=MaxIteration(iterations), progress=False, compress=compress)
+    t = time.perf_counter()
+    summary = trainer.fit(data)
+    wall = time.perf_counter() - t
+    data.unpersist()
+    secs = [r["seconds"] for r in summary.iterations[3:]]
+    return 1000 * float(np.median(secs)), summary, wall
+
+
+def gloo_allreduce_ms(p, repeats):
+    code = f"""
+import os, time, numpy as np, torch, torch.distributed as dist, torch.multiprocessing as mp
+def run(rank):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29533")
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    t = torch.ones({p})
+    for _ in range(3): dist.all_reduce(t)
+    ts = []
+    for _ in range({repeats}):
+        dist.barrier(); s = time.perf_counter(); dist.all_reduce(t); ts.append(time.perf_counter() - s)
+    if rank == 0: print(1000 * float(np.median(ts)))
+    dist.destroy_process_group()
+if __name__ == "__main__":
+    mp.spawn(run, nprocs=2)
+"""
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+        return float(out.stdout.strip().splitlines()[-1])
+    except Exception as e:  # torch missing or gloo unavailable
+        print(f"gloo allreduce unavailable: {e}", file=sys.stderr)
+        return None
+
+
+def lenet_samples_per_s(master, iterations, batch_size):
+    spark = _session(master)
+    from sparkdl.models import lenet5
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8192, 1, 28, 28)).astype(np.float32)
+    y = rng.integers(0, 10, 8192)
+    partitions = spark.sparkContext.defaultParallelism
+    ms, summary, _ = sparkdl_iteration_ms(spark.sparkContext, lenet5().initialize(0), x, y, batch_size, iterations,
+                                          partitions=partitions)
+    return batch_size / (ms / 1000)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--scaling-worker", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    repeats = 5 if args.quick else 15
+    iters = 15 if args.quick else 40
+    if args.scaling_worker:
+        print(json.dumps({"samples_per_s": lenet_samples_per_s(args.scaling_worker, iters, 512)}))
+        return
+    from sparkdl import nn
+    spark = _session("local[2]")
+    sc = spark.sparkContext
+    res = {}
+    empty_ms, floor_ms = floors(sc, repeats)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4096, 10)).astype(np.float32)
+    y = rng.integers(0, 2, 4096)
+    tiny_ms, _, _ = sparkdl_iteration_ms(sc, nn.Sequential(nn.Linear(10, 2)), x, y, 64, iters + 3)
+    res["floor"] = {"empty_job_ms": round(empty_ms, 1), "two_stage_job_ms": round(floor_ms, 1),
+                    "sparkdl_tiny_iteration_ms": round(tiny_ms, 1), "ratio": round(tiny_ms / floor_ms, 3)}
+    print(f"bare empty 2-task job          {empty_ms:8.1f} ms")
+    print(f"bare 2-stage job (floor)       {floor_ms:8.1f} ms")
+    print(f"sparkdl iteration, tiny model  {tiny_ms:8.1f} ms   ratio to floor {tiny_ms / floor_ms:.2f} (target <= 1.0)")
+    sizes = [1_000_000] if args.quick else [1_000_000, 10_000_000]
+    res["sync"] = {}
+    for p in sizes:
+        width = int(round(p ** 0.5))
+        p_real = width * width + width
+        bare = bare_allreduce_ms(sc, p_real, max(3, repeats // 3))
+        xs = rng.standard_normal((64, width)).astype(np.float32)
+        ys = rng.integers(0, width, 64)
+        it32, _, _ = sparkdl_iteration_ms(sc, nn.Sequential(nn.Linear(width, width)), xs, ys, 4, max(8, iters // 3))
+        it16, _, _ = sparkdl_iteration_ms(sc, nn.Sequential(nn.Linear(width, width)), xs, ys, 4, max(8, iters // 3),
+                                          compress="fp16")
+        gloo = gloo_allreduce_ms(p_real, repeats)
+        res["sync"][str(p)] = {"params": p_real, "bare_reduceByKey_collect_ms": round(bare, 1),
+                               "sparkdl_fp32_ms": round(it32, 1), "sparkdl_fp16_ms": round(it16, 1),
+                               "ratio_fp32": round(it32 / bare, 3), "ratio_fp16": round(it16 / bare, 3),
+                               "gloo_allreduce_ms": None if gloo is None else round(gloo, 2),
+                               "ratio_fp32_to_gloo": None if gloo is None else round(it32 / gloo, 1)}
+        print(f"P={p_real:>10,}: bare reduceByKey+collect {bare:8.1f} ms | sparkdl fp32 {it32:8.1f} ms "
+              f"({it32 / bare:.2f}x, target <= 1.0) | fp16 {it16:8.1f} ms ({it16 / bare:.2f}x, target <= 0.6) | "
+              f"gloo {gloo if gloo is None else round(gloo, 1)} ms")
+    spark.stop()
+    two = lenet_samples_per_s("local[2]", iters, 512)
+    _session("local[2]").stop()
+    out = subprocess.run([sys.executable, __file__, "--scaling-worker", "local[1]"] + (["--quick"] if args.quick else []),
+                         capture_output=True, text=True)
+    one = json.loads(out.stdout.strip().splitlines()[-1])["samples_per_s"]
+    res["scaling"] = {"lenet5_local1_samples_per_s": round(one, 1), "lenet5_local2_samples_per_s": round(two, 1),
+                      "speedup": round(two / one, 3)}
+    print(f"LeNet-5 batch 512: local[1] {one:,.0f} samples/s, local[2] {two:,.0f} samples/s, "
+          f"speedup {two / one:.2f} (target >= 1.8)")
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()
