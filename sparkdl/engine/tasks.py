@@ -2,8 +2,10 @@
 
 Stage 1 (:func:`gradient_task`, one task per cached data partition) computes the partition's summed
 gradient on its share of the global batch and emits it cut into K blocks keyed by block id. Spark's
-shuffle routes block k to reduce partition k. Stage 2 (:func:`reduce_task`) sums block k; zipped with
-shard k's cached optimizer state, :func:`update_task` applies the optimizer and returns the new shard.
+shuffle routes block k to reduce partition k. The cached optimizer-state RDD has the same partitioner, so
+Spark's union of the two is co-partitioned (no shuffle of the state): task k of stage 2
+(:func:`reduce_update_task`) sees block k's gradient parts and shard k's state in one Python pass, sums,
+updates, caches the new state and sends the new weight shard to the driver.
 
 Everything a task needs travels in a small :class:`IterationContext` (numbers and broadcast handles), so
 task closures stay tiny. A retried task recomputes exactly what the failed attempt computed: all
@@ -15,12 +17,25 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from pyspark.accumulators import AccumulatorParam
 
 from sparkdl.engine.allreduce import mean_gradient, sum_block, update_shard
 from sparkdl.engine.plan import local_schedule
 from sparkdl.engine.worker import dropout_rng, local_gradient
 
-__all__ = ["FitContext", "IterationContext", "gradient_task", "reduce_task", "update_task", "FaultInjected"]
+__all__ = ["FitContext", "IterationContext", "gradient_task", "reduce_update_task", "reduce_only_task",
+           "square_norm_task", "FaultInjected", "ShardResults"]
+
+
+class ShardResults(AccumulatorParam):
+    """Accumulator of ``{block id: result}`` dicts (merging by key: idempotent for retried tasks)."""
+
+    def zero(self, value):
+        return {}
+
+    def addInPlace(self, a, b):
+        a.update(b)
+        return a
 
 
 class FaultInjected(RuntimeError):
@@ -98,8 +113,8 @@ def _local_rows(fit: FitContext, epoch: int, iteration: int, p: int) -> np.ndarr
 
 
 def gradient_task(ctx: IterationContext, p: int, blocks):
-    """Stage 1 for partition ``p``: yields ``(k, (grad_block_k, loss_sum, normalizer, extra))`` for every
-    block k; ``extra`` (on block 0 only) is ``(buffer_sum_weighted, n)`` for BatchNorm statistics."""
+    """Stage 1 for partition ``p``: yields ``(k, (GRAD, (grad_block_k, loss_sum, normalizer, extra)))`` for
+    every block k; ``extra`` (on block 0 only) is ``(buffer_sum_weighted, n)`` for BatchNorm statistics."""
     items = list(blocks)  # drain the iterator: keeps the Python worker reusable
     fit: FitContext = ctx.fit.value
     _maybe_fail(fit, "gradient", p, ctx)
@@ -125,44 +140,76 @@ def gradient_task(ctx: IterationContext, p: int, blocks):
     extra = (model.flat_buffers * np.float32(n), n) if model.flat_buffers.size else (None, n)
     b = fit.bounds
     for k in range(len(b) - 1):
-        yield k, (grad[b[k]:b[k + 1]], loss_sum if k == 0 else 0.0, norm, extra if k == 0 else None)
+        yield k, (GRAD, (grad[b[k]:b[k + 1]], loss_sum if k == 0 else 0.0, norm, extra if k == 0 else None))
 
 
-def reduce_task(ctx: IterationContext, k: int, records):
-    """Stage 2 (reduce side) for block ``k``: exactly one output record, even if nothing arrived."""
-    fit: FitContext = ctx.fit.value
-    _maybe_fail(fit, "reduce", k, ctx)
-    size = int(fit.bounds[k + 1] - fit.bounds[k])
-    extras = []
+GRAD, STATE, REDUCED = "g", "s", "r"
+
+
+def _reduce(k: int, size: int, records):
+    """Sum the gradient parts of block k; pass the shard's state (and an already reduced block) through."""
+    extras, state, reduced = [], None, None
 
     def parts():
-        for _, (block, loss_sum, norm, extra) in records:
-            if extra is not None:
-                extras.append(extra)
-            yield block, loss_sum, norm
+        nonlocal state, reduced
+        for _, (kind, value) in records:
+            if kind == GRAD:
+                block, loss_sum, norm, extra = value
+                if extra is not None:
+                    extras.append(extra)
+                yield block, loss_sum, norm
+            elif kind == STATE:
+                state = value
+            elif kind == REDUCED:
+                reduced = value
 
     grad_sum, loss_sum, norm_sum = sum_block(parts(), size)
+    if reduced is not None:  # second pass of a clip_norm iteration: the block was summed in the first
+        return reduced, state
     buf, n = None, 0
     for b_sum, n_p in extras:
         buf = b_sum if buf is None or b_sum is None else buf + b_sum
         n += n_p
-    yield k, (grad_sum, loss_sum, norm_sum, buf, n)
+    return (grad_sum, loss_sum, norm_sum, buf, n), state
 
 
-def update_task(ctx: IterationContext, pair):
-    """Apply the optimizer to shard k: ``((k, reduced), (k, state)) -> (k, new_shard, state, stats)``."""
-    (k, (grad_sum, loss_sum, norm_sum, buf, n)), (k2, state) = pair
-    if k != k2:
-        raise RuntimeError(f"sparkdl: block {k} was zipped with the optimizer state of shard {k2}")
+def reduce_update_task(ctx: IterationContext, results, k: int, records):
+    """Stage 2 for block ``k``, one Python pass: sum the block's gradient parts, apply the optimizer to
+    weight shard k with shard k's state (which arrives in the same, co-partitioned, input) and emit
+    ``(k, (STATE, new_state))`` — the only output record, cached on the executor for the next iteration.
+    The new weight shard and the loss statistics go to the driver through the ``results`` accumulator
+    (``{k: (new_shard, (loss_sum, normalizer_sum, buffer_sum, n))}``); merging by block id makes a
+    retried or speculative task harmless."""
     fit: FitContext = ctx.fit.value
+    _maybe_fail(fit, "reduce", k, ctx)
     lo, hi = int(fit.bounds[k]), int(fit.bounds[k + 1])
+    (grad_sum, loss_sum, norm_sum, buf, n), state = _reduce(k, hi - lo, records)
+    if state is None:
+        raise RuntimeError(f"sparkdl: the optimizer state of shard {k} is missing from its reduce task")
+    state = {key: (v.copy() if isinstance(v, np.ndarray) and not v.flags.writeable else v)
+             for key, v in state.items()}
     w, _ = ctx.weights.value
     new = update_shard(fit.optimizer, w[lo:hi], grad_sum, norm_sum, state, lo, ctx.lr, ctx.grad_sq_norm)
-    return k, new, state, (loss_sum, norm_sum, buf, n)
+    results.add({k: (new, (loss_sum, norm_sum, buf, n))})
+    yield k, (STATE, state)
+
+
+def reduce_only_task(ctx: IterationContext, k: int, records):
+    """First pass of a ``clip_norm`` iteration: the summed block (kept cached) and the state, plus the
+    block's partial squared gradient norm for the driver."""
+    fit: FitContext = ctx.fit.value
+    _maybe_fail(fit, "reduce", k, ctx)
+    lo, hi = int(fit.bounds[k]), int(fit.bounds[k + 1])
+    reduced, state = _reduce(k, hi - lo, records)
+    yield k, (REDUCED, reduced)
+    yield k, (STATE, state)
 
 
 def square_norm_task(ctx: IterationContext, record):
-    """Partial squared L2 norm of a reduced block's mean gradient (for global-norm clipping)."""
-    k, (grad_sum, _loss, norm_sum, _buf, _n) = record
+    """Partial squared L2 norm of a reduced block's mean gradient (0 for state records)."""
+    k, (kind, value) = record
+    if kind != REDUCED:
+        return 0.0
     fit: FitContext = ctx.fit.value
+    grad_sum, _loss, norm_sum, _buf, _n = value
     return fit.optimizer.partial_sq_norm(mean_gradient(grad_sum, norm_sum), int(fit.bounds[k]))

@@ -42,15 +42,6 @@ def _identity(k):
     return k
 
 
-def _drop_state(record):
-    k, new, _state, stats = record
-    return k, new, stats
-
-
-def _state_only(record):
-    return record[0], record[2]
-
-
 @dataclass
 class _Snapshot:
     iteration: int
@@ -146,8 +137,8 @@ class DistributedTrainer:
         self.fault_hook = fault_hook
         self.summary: TrainSummary | None = None
         self.state = TrainingState()
-        self._state_rdd = None
-        self._updated = self._updated_broadcast = None
+        self._state_rdd = self._state_broadcast = None
+        self._results = None
         self._iteration_in_epoch = 0
 
     # ------------------------------------------------------------------ public API
@@ -213,6 +204,7 @@ class DistributedTrainer:
                                    self.batch_size, self.seed, self.shuffle, integer_labels, self.compress,
                                    self.threads_per_task, self.fault_hook)
         self._bc_fit = CloudBroadcast(sc, fit_ctx)
+        self._results = sc.accumulator({}, tasks.ShardResults())
         self._bounds = bounds
         sizes = batch_sizes(data.num_samples, self.batch_size)
         states = [self.optimizer.init_state(int(bounds[k]), int(bounds[k + 1])) for k in range(K)]
@@ -258,34 +250,41 @@ class DistributedTrainer:
         bc_w = sc.broadcast((self.model.flat_parameters.copy(), self.model.flat_buffers.copy()))
         ctx = tasks.IterationContext(self._bc_fit, bc_w, epoch, i, g, lr)
         K = len(self._bounds) - 1
-        reduced = (data.rdd.mapPartitionsWithIndex(partial(tasks.gradient_task, ctx))
-                   .partitionBy(K, _identity)
-                   .mapPartitionsWithIndex(partial(tasks.reduce_task, ctx), preservesPartitioning=True))
-        clip_norm = getattr(self.optimizer, "clip_norm", None)
-        if clip_norm:
-            reduced.persist(StorageLevel.MEMORY_AND_DISK)
-            ctx.grad_sq_norm = math.fsum(reduced.map(partial(tasks.square_norm_task, ctx)).collect())
-        updated = reduced.zip(self._state_rdd).map(partial(tasks.update_task, ctx))
+        grads = data.rdd.mapPartitionsWithIndex(partial(tasks.gradient_task, ctx)).partitionBy(K, _identity)
+        # Same partitioner as the cached state RDD: the union is co-partitioned, the state does not move.
+        joined = grads.union(self._state_rdd)
+        self._results.value = {}
+        stage2 = joined
+        if self.optimizer.clip_norm is not None:
+            stage2 = joined.mapPartitionsWithIndex(partial(tasks.reduce_only_task, ctx), preservesPartitioning=True)
+            stage2.persist(StorageLevel.MEMORY_AND_DISK)
+            ctx.grad_sq_norm = math.fsum(stage2.map(partial(tasks.square_norm_task, ctx)).collect())
+        updated = stage2.mapPartitionsWithIndex(partial(tasks.reduce_update_task, ctx, self._results),
+                                                preservesPartitioning=True)
         updated.persist(StorageLevel.MEMORY_AND_DISK)
-        updated.localCheckpoint()
+        updated.localCheckpoint()  # truncate lineage once materialized: iteration 10,000 costs what 10 costs
         try:
-            results = updated.map(_drop_state).collect()
+            updated._jrdd.count()  # JVM-side action: no extra Python pass; shards arrive via the accumulator
         except BaseException:
             updated.unpersist()
             bc_w.destroy()
             raise
         finally:
-            if clip_norm:
-                reduced.unpersist()
+            if stage2 is not joined:
+                stage2.unpersist()
+        results = self._results.value
+        if len(results) != K:
+            updated.unpersist()
+            bc_w.destroy()
+            raise RuntimeError(f"sparkdl: iteration {g + 1} returned {len(results)} of {K} weight shards")
         self._apply_results(results, epoch, i, g, lr, sizes, t0, bar)
         # The cached state RDD's own task closure references this iteration's weight broadcast: it is
         # destroyed together with that RDD, one iteration later.
         self._replace_state_rdd(updated, bc_w)
 
     def _apply_results(self, results, epoch, i, g, lr, sizes, t0, bar):
-        results.sort(key=lambda r: r[0])
-        new_w = np.concatenate([r[1] for r in results])
-        loss_sum, norm_sum, buf, n = results[0][2]
+        new_w = np.concatenate([results[k][0] for k in range(len(results))])
+        loss_sum, norm_sum, buf, n = results[0][1]
         loss = loss_sum / norm_sum if norm_sum > 0 else math.nan
         if not math.isfinite(loss) or not np.isfinite(new_w).all():
             what = "loss" if not math.isfinite(loss) else "updated weights"
@@ -330,23 +329,23 @@ class DistributedTrainer:
     # ------------------------------------------------------------------ optimizer state on executors
     def _set_state_rdd(self, states):
         """Ship shard states to the executors (at the start, on resume and on recovery only)."""
-        self._replace_state_rdd(None)
-        self._state_rdd = self._sc.parallelize(list(enumerate(states)), len(states))
+        records = [(k, (tasks.STATE, s)) for k, s in enumerate(states)]
+        rdd = self._sc.parallelize(records, len(states)).partitionBy(len(states), _identity)
+        self._replace_state_rdd(rdd.persist(StorageLevel.MEMORY_AND_DISK))
 
     def _replace_state_rdd(self, updated, broadcast=None):
-        """Make ``updated`` (cached, holding each shard's new state) the state for the next iteration and
-        release the previous one and its weight broadcast, so cached blocks, broadcasts and lineage stay
-        bounded."""
-        if self._updated is not None:
-            self._updated.unpersist()
-            self._updated_broadcast.destroy()
-        self._updated, self._updated_broadcast = updated, broadcast
-        self._state_rdd = updated.map(_state_only) if updated is not None else None
+        """Make ``updated`` (cached, partitioned like the gradient blocks, one ``(k, (STATE, state))`` record
+        per partition) the optimizer state for the next iteration; release the previous one and its weight
+        broadcast, so cached blocks, broadcasts and lineage stay bounded."""
+        if self._state_rdd is not None:
+            self._state_rdd.unpersist()
+        if self._state_broadcast is not None:
+            self._state_broadcast.destroy()
+        self._state_rdd, self._state_broadcast = updated, broadcast
 
     def _collect_states(self) -> list:
-        pairs = self._state_rdd.collect()
-        pairs.sort(key=lambda kv: kv[0])
-        return [s for _, s in pairs]
+        pairs = sorted(self._state_rdd.collect(), key=lambda kv: kv[0])
+        return [state for _, (_, state) in pairs]
 
     def _take_snapshot(self, states=None) -> _Snapshot:
         schedule = getattr(self.optimizer, "schedule", None)
