@@ -1,0 +1,16 @@
+"""Persistence as data: saved models and training checkpoints (JSON metadata + ``.npz`` arrays, no pickles).
+
+- :func:`save_model` / :func:`load_model` / :func:`load_weights` — a model directory
+  (``metadata.json`` + ``weights.npz``), see :mod:`sparkdl.io.model_io`.
+- :func:`save_checkpoint` / :func:`load_checkpoint` / :func:`list_checkpoints` — resumable training state,
+  see :mod:`sparkdl.io.checkpoint`.
+- :class:`ModelFormatError` — the one exception for corrupted, truncated or inconsistent files.
+
+Paths are local paths or URIs (through ``pyarrow.fs``); every function also takes ``filesystem=``.
+"""
+from sparkdl.io._format import ModelFormatError
+from sparkdl.io.checkpoint import Checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
+from sparkdl.io.model_io import build_model, get_architecture, load_model, load_weights, save_model
+
+__all__ = ["ModelFormatError", "save_model", "load_model", "load_weights", "get_architecture", "build_model",
+           "Checkpoint", "save_checkpoint", "load_checkpoint", "list_checkpoints"]
