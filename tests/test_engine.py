@@ -5,6 +5,7 @@ import pytest
 from sparkdl import nn
 from sparkdl.engine import DataBlocks, DistributedTrainer, MaxEpoch, MaxIteration, TrainingDivergedError
 from sparkdl.engine.plan import global_batch
+from sparkdl.jvm import persistent_rdd_count
 from sparkdl.metrics import Top1Accuracy
 from sparkdl.optim import SGD, Adam
 from sparkdl.trainer import train_step
@@ -138,8 +139,7 @@ def _fail_first_attempts(stage, partition, epoch, iteration, attempt):
 def test_broadcasts_and_cache_stay_bounded(spark):
     x, y = _data(n=40)
     sc = spark.sparkContext
-    jsc = sc._jsc.sc()
-    before = jsc.getPersistentRDDs().size()
+    before = persistent_rdd_count(sc)
     data = DataBlocks.from_samples(sc.parallelize(list(zip(x, y)), 2))
     trainer = DistributedTrainer(_model(), nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), batch_size=8,
                                  end_trigger=MaxIteration(40), progress=False)
@@ -149,7 +149,7 @@ def test_broadcasts_and_cache_stay_bounded(spark):
     def spy(updated, broadcast=None):
         orig(updated, broadcast)
         if updated is not None:
-            depths.append((len(updated.toDebugString().splitlines()), jsc.getPersistentRDDs().size()))
+            depths.append((len(updated.toDebugString().splitlines()), persistent_rdd_count(sc)))
     trainer._replace_state_rdd = spy
     trainer.fit(data)
     assert len(depths) == 40

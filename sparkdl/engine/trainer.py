@@ -28,6 +28,7 @@ from sparkdl.engine.plan import batch_sizes
 from sparkdl.engine.summary import TrainSummary
 from sparkdl.engine.triggers import EveryEpoch, MaxEpoch, TrainingState, Trigger
 from sparkdl.engine.worker import sum_loss
+from sparkdl.jvm import count_on_jvm, set_jvm_log_level
 
 __all__ = ["DistributedTrainer", "TrainingDivergedError"]
 
@@ -190,6 +191,8 @@ class DistributedTrainer:
     def _fit(self, data: DataBlocks, val, resume: bool):
         sc = data.rdd.context
         self._sc = sc
+        # Unpersisting last iteration's locally checkpointed state RDD is intended: do not warn each time.
+        set_jvm_log_level(sc, "org.apache.spark.api.python.PythonRDD", "ERROR")
         P = self.model.num_parameters()
         K = self.num_blocks or data.num_partitions
         bounds = block_bounds(P, K)
@@ -264,7 +267,7 @@ class DistributedTrainer:
         updated.persist(StorageLevel.MEMORY_AND_DISK)
         updated.localCheckpoint()  # truncate lineage once materialized: iteration 10,000 costs what 10 costs
         try:
-            updated._jrdd.count()  # JVM-side action: no extra Python pass; shards arrive via the accumulator
+            count_on_jvm(updated)  # no extra Python pass: the new shards arrive through the accumulator
         except BaseException:
             updated.unpersist()
             bc_w.destroy()
