@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--dataset", choices=sorted(NORMALIZATION), default="mnist")
         p.add_argument("--master", default=None,
                        help="Spark master URL (default: spark-submit's, else local[*])")
-        p.add_argument("--data-home", default=None, help="dataset cache directory (default ~/.cache/sparkdl)")
+        p.add_argument("--data-home", default=None, help="dataset cache directory (default ~/.cache/sparkdl/datasets)")
         p.add_argument("--data-source", default=None, help="local directory holding the dataset's IDX files")
         p.add_argument("--partitions", type=int, default=None, help="data partitions (default: Spark's parallelism)")
         p.add_argument("--json", action="store_true", help="print one JSON line with the results at the end")

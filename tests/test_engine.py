@@ -148,7 +148,7 @@ def test_broadcasts_and_cache_stay_bounded(spark):
 
     def spy(updated, broadcast=None):
         orig(updated, broadcast)
-        if updated is not None:
+        if broadcast is not None:  # one call per finished iteration
             depths.append((len(updated.toDebugString().splitlines()), persistent_rdd_count(sc)))
     trainer._replace_state_rdd = spy
     trainer.fit(data)

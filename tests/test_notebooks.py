@@ -1,0 +1,26 @@
+"""Execute the notebooks headlessly so they never rot (small data)."""
+import os
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(name, overrides, tmp_path):
+    nb = nbformat.read(os.path.join(ROOT, "notebooks", name), as_version=4)
+    params = next(c for c in nb.cells if c.cell_type == "code")
+    for key, value in overrides.items():
+        lines = [ln for ln in params.source.splitlines() if not ln.startswith(f"{key} =")]
+        params.source = "\n".join(lines + [f"{key} = {value!r}"])
+    nb.cells.append(nbformat.v4.new_code_cell("print('ACCURACY=%.4f' % ACCURACY); spark.stop()"))
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    out = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
+    return float(out.split("ACCURACY=")[1].split()[0])
+
+
+def test_quickstart_mnist(tmp_path):
+    pytest.importorskip("matplotlib")
+    acc = _run("01_quickstart_mnist.ipynb", {"LIMIT": 2000, "EPOCHS": 2, "BATCH_SIZE": 128}, tmp_path)
+    assert acc > 0.85
