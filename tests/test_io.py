@@ -269,14 +269,14 @@ def test_failed_write_leaves_target_untouched(tmp_path, monkeypatch):
     assert sorted(os.listdir(tmp_path)) == ["m"]
 
 
-class _NotJson(Module):
+class NotJsonLayer(Module):
     def get_config(self):
         return {"fn": print}
 
 
 def test_unserialisable_config_fails_before_writing(tmp_path):
     with pytest.raises(TypeError, match="JSON-serialisable"):
-        save_model(nn.Sequential(_NotJson()), tmp_path / "m")
+        save_model(nn.Sequential(NotJsonLayer()), tmp_path / "m")
     assert not (tmp_path / "m").exists()
 
 

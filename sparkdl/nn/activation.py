@@ -1,12 +1,19 @@
-"""Activation layers (no parameters). Inputs of any shape; output has the input's shape."""
+"""Activation layers (no parameters).
+
+Element-wise activations take inputs of any shape and return the input's shape; :class:`Softmax` and
+:class:`LogSoftmax` normalise along one axis ``dim``. All follow PyTorch's names, defaults and gradients
+(``torch.nn.<Name>``); none has an ``inplace`` option (sparkdl never writes into a layer's input).
+"""
 from __future__ import annotations
+
+import numbers
 
 import numpy as np
 
 from sparkdl.kernels import activation as K
 from sparkdl.nn.module import Module
 
-__all__ = ["ReLU"]
+__all__ = ["ReLU", "LeakyReLU", "ELU", "GELU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax"]
 
 
 def _check_float(layer, x):
@@ -14,18 +21,224 @@ def _check_float(layer, x):
     if not isinstance(x, np.ndarray):
         raise TypeError(f"{name}: input must be a numpy.ndarray, got {type(x).__name__}")
     if x.dtype != layer.dtype:
-        raise TypeError(f"{name}: input dtype must be {layer.dtype}, got {x.dtype}")
+        raise TypeError(f"{name}: input dtype must be {layer.dtype} (the layer's dtype), got {x.dtype}; "
+                        f"convert with x.astype(np.{layer.dtype})")
 
 
-class ReLU(Module):
-    r"""Rectified linear unit, :math:`y = \max(0, x)`. Shape: (*) → (*). Reference: ``torch.nn.ReLU``."""
+def _flat(x):
+    """A contiguous 1-D view (or copy, if ``x`` is not contiguous) of ``x``."""
+    return np.ascontiguousarray(x).reshape(-1)
+
+
+def _real(layer_name: str, arg: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{layer_name}: {arg} must be a real number, got {type(value).__name__}")
+    return float(value)
+
+
+class _Elementwise(Module):
+    """Shared forward/backward plumbing: ``_fwd(flat_x)`` and ``_bwd(flat_cache, flat_grad_y)``.
+
+    ``_cache_output`` selects whether backward needs the output (True) or the input (False).
+    """
+
+    _cache_output = True
+
+    def _fwd(self, x):
+        raise NotImplementedError
+
+    def _bwd(self, saved, grad_y):
+        raise NotImplementedError
 
     def forward(self, x, *, training=False, rng=None):
         _check_float(self, x)
-        x = np.ascontiguousarray(x)
-        y = K.relu_forward(x.reshape(-1)).reshape(x.shape)
-        return y, y
+        xf = _flat(x)
+        y = self._fwd(xf).reshape(x.shape)
+        return y, (y if self._cache_output else xf.reshape(x.shape))
 
     def backward(self, cache, grad_y, grad_params):
-        y = cache
-        return K.relu_backward(y.reshape(-1), np.ascontiguousarray(grad_y).reshape(-1)).reshape(y.shape)
+        return self._bwd(cache.reshape(-1), _flat(grad_y)).reshape(cache.shape)
+
+
+class ReLU(_Elementwise):
+    r"""Rectified linear unit, :math:`y = \max(0, x)`. Shape: (*) → (*). Reference: ``torch.nn.ReLU``."""
+
+    def _fwd(self, x):
+        return K.relu_forward(x)
+
+    def _bwd(self, y, grad_y):
+        return K.relu_backward(y, grad_y)
+
+
+class LeakyReLU(_Elementwise):
+    r"""Leaky ReLU, :math:`y = x` for :math:`x > 0`, else :math:`\text{negative\_slope} \cdot x`.
+
+    Parameters
+    ----------
+    negative_slope : float, default 0.01
+        Slope for negative inputs (any real, as in PyTorch).
+
+    Shape: (*) → (*). Raises TypeError if ``negative_slope`` is not a real number.
+    References: Maas et al., 2013, "Rectifier Nonlinearities Improve Neural Network Acoustic Models";
+    ``torch.nn.LeakyReLU``.
+    """
+
+    _cache_output = False
+
+    def __init__(self, negative_slope: float = 0.01):
+        super().__init__()
+        self.negative_slope = _real("LeakyReLU", "negative_slope", negative_slope)
+
+    def _fwd(self, x):
+        return K.leaky_relu_forward(x, self.negative_slope)
+
+    def _bwd(self, x, grad_y):
+        return K.leaky_relu_backward(x, grad_y, self.negative_slope)
+
+    def get_config(self):
+        return {"negative_slope": self.negative_slope}
+
+
+class ELU(_Elementwise):
+    r"""Exponential linear unit, :math:`y = x` for :math:`x > 0`, else :math:`\alpha (e^x - 1)`.
+
+    Parameters
+    ----------
+    alpha : float, default 1.0
+        Saturation value :math:`-\alpha` for large negative inputs.
+
+    Shape: (*) → (*). Raises TypeError if ``alpha`` is not a real number.
+    References: Clevert et al., 2016, "Fast and Accurate Deep Network Learning by Exponential Linear Units";
+    ``torch.nn.ELU``.
+    """
+
+    _cache_output = False
+
+    def __init__(self, alpha: float = 1.0):
+        super().__init__()
+        self.alpha = _real("ELU", "alpha", alpha)
+
+    def _fwd(self, x):
+        return K.elu_forward(x, self.alpha)
+
+    def _bwd(self, x, grad_y):
+        return K.elu_backward(x, grad_y, self.alpha)
+
+    def get_config(self):
+        return {"alpha": self.alpha}
+
+
+class GELU(_Elementwise):
+    r"""Gaussian error linear unit, :math:`y = x \Phi(x)` with the standard normal CDF :math:`\Phi`.
+
+    Parameters
+    ----------
+    approximate : {'none', 'tanh'}, default 'none'
+        ``'none'``: exact, :math:`\Phi(x) = (1 + \mathrm{erf}(x/\sqrt2))/2`; ``'tanh'``:
+        :math:`y = \tfrac{x}{2}(1 + \tanh(\sqrt{2/\pi}(x + 0.044715 x^3)))`.
+
+    Shape: (*) → (*). Raises ValueError for any other ``approximate``.
+    References: Hendrycks & Gimpel, 2016, "Gaussian Error Linear Units (GELUs)"; ``torch.nn.GELU``.
+    """
+
+    _cache_output = False
+
+    def __init__(self, approximate: str = "none"):
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def _fwd(self, x):
+        return K.gelu_tanh_forward(x) if self.approximate == "tanh" else K.gelu_forward(x)
+
+    def _bwd(self, x, grad_y):
+        return K.gelu_tanh_backward(x, grad_y) if self.approximate == "tanh" else K.gelu_backward(x, grad_y)
+
+    def get_config(self):
+        return {"approximate": self.approximate}
+
+
+class Tanh(_Elementwise):
+    r"""Hyperbolic tangent, :math:`y = \tanh(x)`. Shape: (*) → (*). Reference: ``torch.nn.Tanh``."""
+
+    def _fwd(self, x):
+        return K.tanh_forward(x)
+
+    def _bwd(self, y, grad_y):
+        return K.tanh_backward(y, grad_y)
+
+
+class Sigmoid(_Elementwise):
+    r"""Logistic sigmoid, :math:`y = 1 / (1 + e^{-x})`, without overflow for large :math:`|x|`.
+
+    Shape: (*) → (*). Reference: ``torch.nn.Sigmoid``.
+    """
+
+    def _fwd(self, x):
+        return K.sigmoid_forward(x)
+
+    def _bwd(self, y, grad_y):
+        return K.sigmoid_backward(y, grad_y)
+
+
+class _AlongDim(Module):
+    """Plumbing for kernels that normalise along one axis: the input is viewed as (outer, D, inner)."""
+
+    _kernels = (None, None)
+
+    def __init__(self, dim: int):
+        super().__init__()
+        name = type(self).__name__
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+            raise TypeError(f"{name}: dim must be an int (PyTorch's implicit dim choice is not supported), "
+                            f"got {type(dim).__name__}")
+        self.dim = int(dim)
+
+    def forward(self, x, *, training=False, rng=None):
+        _check_float(self, x)
+        if not -x.ndim <= self.dim < x.ndim:
+            raise ValueError(f"{type(self).__name__}: dim={self.dim} is out of range for a {x.ndim}-D input "
+                             f"of shape {x.shape}; expected -{x.ndim} <= dim < {x.ndim}")
+        d = self.dim % x.ndim
+        shape3 = (int(np.prod(x.shape[:d])), x.shape[d], int(np.prod(x.shape[d + 1:])))
+        y = self._kernels[0](np.ascontiguousarray(x).reshape(shape3)).reshape(x.shape)
+        return y, (y, shape3)
+
+    def backward(self, cache, grad_y, grad_params):
+        y, shape3 = cache
+        return self._kernels[1](y.reshape(shape3), np.ascontiguousarray(grad_y).reshape(shape3)).reshape(y.shape)
+
+    def get_config(self):
+        return {"dim": self.dim}
+
+
+class Softmax(_AlongDim):
+    r"""Softmax along ``dim``, :math:`y_i = e^{x_i - m} / \sum_j e^{x_j - m}` with :math:`m = \max_j x_j`.
+
+    Parameters
+    ----------
+    dim : int
+        Axis to normalise (negative counts from the end). Required: PyTorch's deprecated implicit choice
+        for ``dim=None`` is not supported.
+
+    Shape: (*) → (*). Raises TypeError if ``dim`` is not an int; ValueError if it is out of range for the
+    input. Reference: ``torch.nn.Softmax``.
+    """
+
+    _kernels = (K.softmax_forward, K.softmax_backward)
+
+
+class LogSoftmax(_AlongDim):
+    r"""Log-softmax along ``dim``, :math:`y_i = x_i - m - \log\sum_j e^{x_j - m}`, :math:`m = \max_j x_j`.
+
+    Parameters
+    ----------
+    dim : int
+        Axis to normalise (negative counts from the end). Required.
+
+    Shape: (*) → (*). Raises TypeError if ``dim`` is not an int; ValueError if it is out of range for the
+    input. Reference: ``torch.nn.LogSoftmax``.
+    """
+
+    _kernels = (K.log_softmax_forward, K.log_softmax_backward)

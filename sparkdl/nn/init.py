@@ -19,12 +19,20 @@ __all__ = ["calculate_fan_in_and_fan_out", "calculate_gain", "zeros_", "ones_", 
            "uniform_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
 
 
-def _check(array, rng, name):
+def _check(array, rng, name, random=False):
     if not isinstance(array, np.ndarray) or array.dtype.kind != "f":
         raise TypeError(f"{name}: array must be a floating-point numpy.ndarray, got "
                         f"{type(array).__name__}{'' if not isinstance(array, np.ndarray) else ' of ' + str(array.dtype)}")
-    if rng is not None and not isinstance(rng, np.random.Generator):
+    if (random or rng is not None) and not isinstance(rng, np.random.Generator):
         raise TypeError(f"{name}: rng must be a numpy.random.Generator, got {type(rng).__name__}")
+
+
+def _skip(array, rng, name) -> bool:
+    """Validate a fan-based initializer's arguments; True for a zero-element array (a no-op, as PyTorch)."""
+    _check(array, rng, name, random=True)
+    if array.ndim < 2:
+        raise ValueError(f"{name}: fan in/out need an array with >= 2 dimensions, got shape {array.shape}")
+    return array.size == 0
 
 
 def calculate_fan_in_and_fan_out(shape) -> tuple[int, int]:
@@ -42,11 +50,14 @@ def calculate_fan_in_and_fan_out(shape) -> tuple[int, int]:
 
 
 def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
-    """Recommended gain for a nonlinearity (PyTorch's table): linear/conv/sigmoid 1, tanh 5/3,
-    relu sqrt(2), leaky_relu sqrt(2/(1+slope^2)) with default slope 0.01, selu 3/4."""
-    table = {"linear": 1.0, "conv1d": 1.0, "conv2d": 1.0, "sigmoid": 1.0, "tanh": 5.0 / 3,
+    """Recommended gain for a nonlinearity (PyTorch's table): linear/conv*/conv_transpose*/sigmoid 1,
+    tanh 5/3, relu sqrt(2), leaky_relu sqrt(2/(1+slope^2)) with default slope 0.01, selu 3/4."""
+    table = {"linear": 1.0, "conv1d": 1.0, "conv2d": 1.0, "conv3d": 1.0, "conv_transpose1d": 1.0,
+             "conv_transpose2d": 1.0, "conv_transpose3d": 1.0, "sigmoid": 1.0, "tanh": 5.0 / 3,
              "relu": math.sqrt(2.0), "selu": 0.75}
     if nonlinearity == "leaky_relu":
+        if param is not None and (isinstance(param, bool) or not isinstance(param, (int, float, np.number))):
+            raise ValueError(f"calculate_gain: leaky_relu negative slope must be a number, got {param!r}")
         slope = 0.01 if param is None else float(param)
         return math.sqrt(2.0 / (1 + slope ** 2))
     if nonlinearity not in table:
@@ -78,7 +89,7 @@ def constant_(array: np.ndarray, value: float, rng=None) -> np.ndarray:
 
 def uniform_(array: np.ndarray, rng: np.random.Generator, a: float = 0.0, b: float = 1.0) -> np.ndarray:
     """Fill with samples of U(a, b)."""
-    _check(array, rng, "uniform_")
+    _check(array, rng, "uniform_", random=True)
     if not b >= a:
         raise ValueError(f"uniform_: need a <= b, got a={a}, b={b}")
     array[...] = rng.uniform(a, b, size=array.shape)
@@ -87,7 +98,7 @@ def uniform_(array: np.ndarray, rng: np.random.Generator, a: float = 0.0, b: flo
 
 def normal_(array: np.ndarray, rng: np.random.Generator, mean: float = 0.0, std: float = 1.0) -> np.ndarray:
     """Fill with samples of N(mean, std^2)."""
-    _check(array, rng, "normal_")
+    _check(array, rng, "normal_", random=True)
     if not std >= 0:
         raise ValueError(f"normal_: std must be >= 0, got {std}")
     array[...] = rng.normal(mean, std, size=array.shape)
@@ -96,6 +107,8 @@ def normal_(array: np.ndarray, rng: np.random.Generator, mean: float = 0.0, std:
 
 def xavier_uniform_(array: np.ndarray, rng: np.random.Generator, gain: float = 1.0) -> np.ndarray:
     """Glorot uniform: U(-a, a) with ``a = gain * sqrt(6 / (fan_in + fan_out))``."""
+    if _skip(array, rng, "xavier_uniform_"):
+        return array
     fan_in, fan_out = calculate_fan_in_and_fan_out(array.shape)
     a = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform_(array, rng, -a, a)
@@ -103,6 +116,8 @@ def xavier_uniform_(array: np.ndarray, rng: np.random.Generator, gain: float = 1
 
 def xavier_normal_(array: np.ndarray, rng: np.random.Generator, gain: float = 1.0) -> np.ndarray:
     """Glorot normal: N(0, std^2) with ``std = gain * sqrt(2 / (fan_in + fan_out))``."""
+    if _skip(array, rng, "xavier_normal_"):
+        return array
     fan_in, fan_out = calculate_fan_in_and_fan_out(array.shape)
     return normal_(array, rng, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 
@@ -122,6 +137,8 @@ def kaiming_uniform_(array: np.ndarray, rng: np.random.Generator, a: float = 0.0
     PyTorch's default ``Linear``/``Conv2d`` weight init is ``kaiming_uniform_(w, a=sqrt(5))``, i.e.
     U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
     """
+    if _skip(array, rng, "kaiming_uniform_"):
+        return array
     bound = math.sqrt(3.0) * _kaiming_std(array.shape, a, mode, nonlinearity)
     return uniform_(array, rng, -bound, bound)
 
@@ -129,4 +146,6 @@ def kaiming_uniform_(array: np.ndarray, rng: np.random.Generator, a: float = 0.0
 def kaiming_normal_(array: np.ndarray, rng: np.random.Generator, a: float = 0.0, mode: str = "fan_in",
                     nonlinearity: str = "leaky_relu") -> np.ndarray:
     """He normal: N(0, std^2) with ``std = gain / sqrt(fan)``."""
+    if _skip(array, rng, "kaiming_normal_"):
+        return array
     return normal_(array, rng, 0.0, _kaiming_std(array.shape, a, mode, nonlinearity))

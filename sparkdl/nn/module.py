@@ -47,7 +47,8 @@ class Module:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        MODULE_REGISTRY[cls.__name__] = cls
+        if not cls.__name__.startswith("_"):  # private bases are not architectures
+            MODULE_REGISTRY[cls.__name__] = cls
 
     def __init__(self):
         self._tensors: dict[str, dict[str, np.ndarray]] = {"parameters": {}, "buffers": {}}
@@ -82,6 +83,14 @@ class Module:
         self._tensors[kind][name] = value
         self._flatten()
         return self._tensors[kind][name]
+
+    def __setattr__(self, name: str, value) -> None:
+        d = self.__dict__
+        if "_modules" in d and (name in d["_tensors"]["parameters"] or name in d["_tensors"]["buffers"]
+                                or name in d["_modules"]):
+            raise AttributeError(f"{type(self).__name__}.{name} is a registered tensor or child and views the "
+                                 f"model's flat vector; assign in place instead: {name}[...] = value")
+        object.__setattr__(self, name, value)
 
     def __getattr__(self, name: str) -> Any:
         # Only reached when normal lookup fails: expose tensors and children as attributes.

@@ -1,0 +1,296 @@
+"""2-D convolution layer (im2col + BLAS GEMM)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from sparkdl.config import get_num_threads
+from sparkdl.kernels import conv as K
+from sparkdl.nn import init
+from sparkdl.nn._checks import check_pair, check_positive_int
+from sparkdl.nn.module import Module
+
+__all__ = ["Conv2d"]
+
+#: Bytes of im2col columns processed per chunk and thread. Chosen by measurement (bench/kernels.py):
+#: a chunk's columns stay in the core's L2 cache between im2col and the GEMM that reads them.
+_CHUNK_BYTES_PER_THREAD = 1 << 20
+
+#: Use the wide (stride-1) column layout while it wastes at most this fraction of GEMM columns.
+_MAX_WIDE_WASTE = 0.25
+
+#: Winograd needs at least this many input channels to beat im2col (measured; see :meth:`Conv2d.uses_winograd`).
+_WINOGRAD_MIN_CHANNELS = 8
+
+#: Winograd F(2x2, 3x3) filter transform G (Lavin & Gray, 2016): U = G g G^T, 4x4 from 3x3.
+_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+
+
+def _chunk(n: int, bytes_per_sample: int) -> int:
+    """Samples per chunk so that one chunk's work buffers stay in the cores' L2 caches."""
+    return int(max(1, min(n, _CHUNK_BYTES_PER_THREAD * get_num_threads() // max(1, bytes_per_sample))))
+
+
+class Conv2d(Module):
+    r"""2-D convolution over NCHW input, :math:`y[n, o] = b[o] + \sum_{c \in g(o)} W[o, c] \star x[n, c]`.
+
+    Parameters
+    ----------
+    in_channels : int
+        Input channels C_in.
+    out_channels : int
+        Output channels C_out.
+    kernel_size : int or (int, int)
+        Kernel size (kH, kW).
+    stride : int or (int, int), default 1
+        Step between windows.
+    padding : int or (int, int), default 0
+        Implicit zero padding on both sides of H and W.
+    dilation : int or (int, int), default 1
+        Spacing between kernel taps.
+    groups : int, default 1
+        Split channels into ``groups`` independent convolutions; both channel counts must be divisible by
+        it (``groups == in_channels`` is a depthwise convolution).
+    bias : bool, default True
+        Learn an additive per-channel bias.
+
+    Shapes
+    ------
+    - input: (N, C_in, H, W)
+    - output: (N, C_out, H_out, W_out) with
+      ``H_out = floor((H + 2*padding[0] - dilation[0]*(kH - 1) - 1) / stride[0]) + 1`` (W likewise)
+    - ``weight``: (C_out, C_in/groups, kH, kW), init U(-k, k) with ``k = 1/sqrt(C_in/groups * kH * kW)``
+      (PyTorch's default, ``kaiming_uniform_(a=sqrt(5))``)
+    - ``bias``: (C_out,), init U(-k, k)
+
+    Raises
+    ------
+    TypeError
+        Non-integer sizes; an input that is not an array of the layer's dtype.
+    ValueError
+        Non-positive sizes, negative padding, channels not divisible by ``groups``; an input that is not
+        4-D, has the wrong channel count, or is smaller than the dilated kernel.
+
+    Notes
+    -----
+    Forward: per chunk of samples, im2col (numba, parallel over sample planes) and one GEMM per group
+    (numpy/BLAS); backward: ``grad_W = grad_y @ cols^T`` and ``grad_cols = W^T @ grad_y`` followed by
+    col2im. Chunks are sized so the columns stay in cache; backward recomputes the columns instead of
+    caching them (cache = the input only).
+
+    References
+    ----------
+    ``torch.nn.Conv2d``; Chellapilla, Puri & Simard (2006), "High Performance Convolutional Neural
+    Networks for Document Processing" (im2col + GEMM).
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
+                 groups: int = 1, bias: bool = True):
+        super().__init__()
+        self.in_channels = check_positive_int("Conv2d", "in_channels", in_channels)
+        self.out_channels = check_positive_int("Conv2d", "out_channels", out_channels)
+        self.kernel_size = check_pair("Conv2d", "kernel_size", kernel_size)
+        self.stride = check_pair("Conv2d", "stride", stride)
+        self.padding = check_pair("Conv2d", "padding", padding, minimum=0)
+        self.dilation = check_pair("Conv2d", "dilation", dilation)
+        self.groups = check_positive_int("Conv2d", "groups", groups)
+        for arg, value in (("in_channels", self.in_channels), ("out_channels", self.out_channels)):
+            if value % self.groups:
+                raise ValueError(f"Conv2d: {arg} must be divisible by groups, got {arg}={value}, "
+                                 f"groups={self.groups}")
+        if not isinstance(bias, (bool, np.bool_)):
+            raise TypeError(f"Conv2d: bias must be a bool, got {type(bias).__name__}")
+        self.use_bias = bool(bias)
+        kh, kw = self.kernel_size
+        self.add_parameter("weight", (self.out_channels, self.in_channels // self.groups, kh, kw))
+        if self.use_bias:
+            self.add_parameter("bias", (self.out_channels,))
+        self.reset_parameters(np.random.default_rng())
+
+    def reset_parameters(self, rng):
+        init.kaiming_uniform_(self.weight, rng, a=math.sqrt(5))
+        if self.use_bias:
+            fan_in, _ = init.calculate_fan_in_and_fan_out(self.weight.shape)
+            bound = 1.0 / math.sqrt(fan_in)
+            init.uniform_(self.bias, rng, -bound, bound)
+
+    # ------------------------------------------------------------------ geometry
+    def output_size(self, h: int, w: int) -> tuple[int, int]:
+        """``(H_out, W_out)`` for an input of spatial size ``(h, w)`` (PyTorch's formula)."""
+        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.kernel_size, self.stride, self.padding, self.dilation
+        return (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+
+    def _check(self, x):
+        name = "Conv2d"
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"{name}: input must be a numpy.ndarray, got {type(x).__name__}")
+        if x.dtype != self.dtype:
+            raise TypeError(f"{name}: input dtype must be {self.dtype} (the layer's dtype), got {x.dtype}; "
+                            f"convert with x.astype(np.{self.dtype})")
+        if x.ndim != 4:
+            raise ValueError(f"{name}: expected 4-D input (N, C, H, W), got {x.ndim}-D with shape {x.shape}")
+        if x.shape[1] != self.in_channels:
+            raise ValueError(f"{name}: expected input with in_channels={self.in_channels} channels "
+                             f"(axis 1), got shape {x.shape}")
+        ho, wo = self.output_size(x.shape[2], x.shape[3])
+        if ho < 1 or wo < 1:
+            (kh, kw), (ph, pw), (dh, dw) = self.kernel_size, self.padding, self.dilation
+            raise ValueError(f"{name}: input spatial size ({x.shape[2]}, {x.shape[3]}) with padding ({ph}, {pw}) "
+                             f"is smaller than the dilated kernel ({dh * (kh - 1) + 1}, {dw * (kw - 1) + 1}); "
+                             f"output size would be ({ho}, {wo})")
+        return ho, wo
+
+    def _plan(self, x_shape, ho, wo):
+        """im2col chunk geometry shared by forward and backward: (hp, wp, wq, plane, k, nb)."""
+        n, c, h, w = x_shape
+        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.kernel_size, self.stride, self.padding, self.dilation
+        hp, wp = h + 2 * ph, w + 2 * pw
+        wide = sh == 1 and sw == 1 and wp <= (1 + _MAX_WIDE_WASTE) * wo
+        wq = wp if wide else wo
+        plane = hp * wp + ((kw - 1) * dw if wide else 0)
+        k = c * kh * kw
+        return hp, wp, wq, plane, k, _chunk(n, k * ho * wq * self.dtype.itemsize)
+
+    def uses_winograd(self) -> bool:
+        """Whether forward/backward run Winograd F(2x2, 3x3) instead of im2col + GEMM.
+
+        Chosen for 3x3 kernels with stride 1, dilation 1, one group and at least
+        ``_WINOGRAD_MIN_CHANNELS`` input channels (below that the GEMMs are too thin to pay for the transforms;
+        measured in bench/kernels.py).
+        """
+        return (self.kernel_size == (3, 3) and self.stride == (1, 1) and self.dilation == (1, 1)
+                and self.groups == 1 and self.in_channels >= _WINOGRAD_MIN_CHANNELS)
+
+    # ------------------------------------------------------------------ compute
+    def forward(self, x, *, training=False, rng=None):
+        ho, wo = self._check(x)
+        x = np.ascontiguousarray(x)
+        bias = self.bias if self.use_bias else np.zeros(0, self.dtype)
+        if self.uses_winograd():
+            return _winograd_forward(x, self.weight, bias, self.padding, ho, wo), x
+        return self._im2col_forward(x, bias, ho, wo), x
+
+    def backward(self, cache, grad_y, grad_params):
+        x = cache
+        grad_y = np.ascontiguousarray(grad_y, dtype=self.dtype)
+        views = self.grad_views(grad_params)
+        if self.use_bias:
+            K.channel_sum(grad_y, views["bias"])
+        if self.uses_winograd():
+            return _winograd_backward(x, self.weight, grad_y, self.padding, views["weight"])
+        return self._im2col_backward(x, grad_y, views["weight"])
+
+    def _im2col_forward(self, x, bias, ho, wo):
+        n, c, h, w = x.shape
+        hp, wp, wq, plane, k, nb = self._plan(x.shape, ho, wo)
+        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.kernel_size, self.stride, self.padding, self.dilation
+        g, co = self.groups, self.out_channels
+        wg = self.weight.reshape(g, co // g, k // g)
+        y = np.empty((n, co, ho, wo), self.dtype)
+        xp = np.empty((nb, c, plane), self.dtype)
+        cols = np.empty(k * nb * ho * wq, self.dtype)
+        yw = np.empty(co * nb * ho * wq, self.dtype)
+        for n0 in range(0, n, nb):
+            b = min(nb, n - n0)
+            lc = b * ho * wq
+            xpc, colc, ywc = xp[:b], cols[:k * lc].reshape(k, lc), yw[:co * lc].reshape(co, lc)
+            K.pad_planes(x, n0, ph, pw, xpc)
+            K.im2col(xpc, wp, kh, kw, sh, sw, dh, dw, ho, wq, colc)
+            if g == 1:
+                np.matmul(wg[0], colc, out=ywc)
+            else:
+                np.matmul(wg, colc.reshape(g, k // g, lc), out=ywc.reshape(g, co // g, lc))
+            K.crop_bias(ywc, bias, n0, ho, wo, wq, y)
+        return y
+
+    def _im2col_backward(self, x, grad_y, grad_w):
+        n, c, h, w = x.shape
+        ho, wo = grad_y.shape[2], grad_y.shape[3]
+        hp, wp, wq, plane, k, nb = self._plan(x.shape, ho, wo)
+        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.kernel_size, self.stride, self.padding, self.dilation
+        g, co = self.groups, self.out_channels
+        wg = self.weight.reshape(g, co // g, k // g)
+        gw = grad_w.reshape(g, co // g, k // g)
+        grad_x = np.empty_like(x)
+        xp = np.empty((nb, c, plane), self.dtype)
+        cols = np.empty(k * nb * ho * wq, self.dtype)
+        gyw = np.empty(co * nb * ho * wq, self.dtype)
+        tmp = np.empty_like(gw)
+        for n0 in range(0, n, nb):
+            b = min(nb, n - n0)
+            lc = b * ho * wq
+            xpc, colc, gywc = xp[:b], cols[:k * lc].reshape(k, lc), gyw[:co * lc].reshape(co, lc)
+            K.pad_planes(x, n0, ph, pw, xpc)
+            K.im2col(xpc, wp, kh, kw, sh, sw, dh, dw, ho, wq, colc)
+            K.widen(grad_y, n0, wq, gywc)
+            gy3, col3 = gywc.reshape(g, co // g, lc), colc.reshape(g, k // g, lc)
+            np.matmul(gy3, col3.transpose(0, 2, 1), out=gw if n0 == 0 else tmp)
+            if n0:
+                gw += tmp
+            np.matmul(wg.transpose(0, 2, 1), gy3, out=col3)  # grad of the columns, in place of cols
+            K.col2im(colc, n0, hp, wp, ph, pw, kh, kw, sh, sw, dh, dw, ho, wq, grad_x)
+        return grad_x
+
+    def get_config(self):
+        return {"in_channels": self.in_channels, "out_channels": self.out_channels,
+                "kernel_size": list(self.kernel_size), "stride": list(self.stride),
+                "padding": list(self.padding), "dilation": list(self.dilation), "groups": self.groups,
+                "bias": self.use_bias}
+
+
+# ---------------------------------------------------------------------------------------------- Winograd
+def _winograd_geometry(x_shape, padding, ho, wo, itemsize, c_out):
+    th, tw = (ho + 1) // 2, (wo + 1) // 2
+    tiles = th * (tw + 1)  # per sample, including one padding tile per tile row
+    nb = _chunk(x_shape[0], 16 * (x_shape[1] + c_out) * tiles * itemsize)
+    return th, tw, tiles, nb
+
+
+def _winograd_forward(x, weight, bias, padding, ho, wo):
+    """y = conv(x, weight) + bias via ``M[xi] = U[xi] @ V[xi]`` over 16 Winograd points, chunk by chunk."""
+    n, c = x.shape[:2]
+    co = weight.shape[0]
+    ph, pw = padding
+    th, tw, tiles, nb = _winograd_geometry(x.shape, padding, ho, wo, x.itemsize, co)
+    g = _G.astype(x.dtype)
+    u = np.tensordot(np.tensordot(g, weight, axes=(1, 2)), g, axes=(3, 1))  # (4, Co, C, 4)
+    u = np.ascontiguousarray(u.transpose(0, 3, 1, 2)).reshape(16, co, c)
+    y = np.empty((n, co, ho, wo), x.dtype)
+    vbuf = np.empty(c * 16 * nb * tiles, x.dtype)
+    mbuf = np.empty(co * 16 * nb * tiles, x.dtype)
+    for n0 in range(0, n, nb):
+        L = min(nb, n - n0) * tiles
+        v, m = vbuf[:c * 16 * L].reshape(c, 16, L), mbuf[:co * 16 * L].reshape(co, 16, L)
+        K.winograd_input(x, n0, ph, pw, th, tw, v)
+        np.matmul(u, v.transpose(1, 0, 2), out=m.transpose(1, 0, 2))
+        K.winograd_output(m, bias, n0, th, tw, y)
+    return y
+
+
+def _winograd_backward(x, weight, grad_y, padding, grad_w):
+    """Exact adjoint of :func:`_winograd_forward`: ``dU = sum GY V^T`` and ``dV = U^T GY``; returns grad_x."""
+    n, c = x.shape[:2]
+    co = weight.shape[0]
+    ph, pw = padding
+    ho, wo = grad_y.shape[2:]
+    th, tw, tiles, nb = _winograd_geometry(x.shape, padding, ho, wo, x.itemsize, co)
+    g = _G.astype(x.dtype)
+    u = np.tensordot(np.tensordot(g, weight, axes=(1, 2)), g, axes=(3, 1))
+    ut = np.ascontiguousarray(u.transpose(0, 3, 2, 1)).reshape(16, c, co)  # U[xi]^T
+    gu, tmp = np.zeros((16, co, c), x.dtype), np.empty((16, co, c), x.dtype)
+    grad_x = np.empty_like(x)
+    vbuf = np.empty(c * 16 * nb * tiles, x.dtype)
+    gbuf = np.empty(co * 16 * nb * tiles, x.dtype)
+    for n0 in range(0, n, nb):
+        L = min(nb, n - n0) * tiles
+        v, gyt = vbuf[:c * 16 * L].reshape(c, 16, L), gbuf[:co * 16 * L].reshape(co, 16, L)
+        K.winograd_input(x, n0, ph, pw, th, tw, v)
+        K.winograd_grad_output(grad_y, n0, th, tw, gyt)
+        np.matmul(gyt.transpose(1, 0, 2), v.transpose(1, 2, 0), out=tmp)
+        gu += tmp
+        np.matmul(ut, gyt.transpose(1, 0, 2), out=v.transpose(1, 0, 2))  # dV, in place of V
+        K.winograd_input_adjoint(v, n0, ph, pw, th, tw, grad_x)
+    gw = np.tensordot(np.tensordot(g, gu.reshape(4, 4, co, c), axes=(0, 0)), g, axes=(1, 0))  # (3, Co, C, 3)
+    grad_w[...] = gw.transpose(1, 2, 0, 3)
+    return grad_x

@@ -1,0 +1,442 @@
+"""Loss functions with PyTorch semantics and an explicit cache: ``value, cache = loss.forward(input, target)``,
+``grad_input = loss.backward(cache, grad=1.0)``.
+
+Reductions: ``'mean'`` divides the summed loss by :meth:`Loss.normalizer` (N for unweighted
+cross-entropy, the summed target-class weights with ``weight``, the element count for element-wise losses),
+``'sum'`` returns the sum, ``'none'`` the per-sample (per-element) losses. ``mean == sum / normalizer`` holds
+exactly, which is what the distributed engine relies on: every partition computes the ``'sum'`` loss and its
+normalizer, the driver divides the global sums. Values are Python floats (``'none'``: arrays of the input's
+dtype); sums accumulate in float64.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from sparkdl.kernels import loss as K
+
+__all__ = ["Loss", "LOSS_REGISTRY", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss",
+           "BCEWithLogitsLoss"]
+
+#: Every public Loss subclass by class name (persistence rebuilds a loss from its name and config).
+LOSS_REGISTRY: dict[str, type] = {}
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _check_float_input(name, x, min_ndim):
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name}: input must be a numpy.ndarray, got {type(x).__name__}")
+    if x.dtype not in (np.float32, np.float64):
+        raise TypeError(f"{name}: input dtype must be float32 or float64, got {x.dtype}; "
+                        f"convert with input.astype(np.float32)")
+    if x.ndim < min_ndim:
+        raise ValueError(f"{name}: input must have at least {min_ndim} dimensions, got shape {x.shape}")
+
+
+def _float_vector(name, arg, value):
+    """Validate an optional 1-D finite weight vector; returns float64 array or None."""
+    if value is None:
+        return None
+    try:
+        w = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: {arg} must be a 1-D sequence of floats, got {type(value).__name__}") from None
+    if w.ndim != 1 or w.size == 0 or not np.all(np.isfinite(w)):
+        raise ValueError(f"{name}: {arg} must be a non-empty 1-D array of finite floats, got shape {w.shape}")
+    return w
+
+
+class Loss:
+    """Base class of every loss.
+
+    Subclasses implement ``_compute(input, target) -> (losses, normalizer, state)`` (float64 per-sample
+    losses), ``_backward(state, g) -> grad_input`` (``g`` a float or a float64 array shaped like ``losses``)
+    and :meth:`normalizer`, and put their constructor arguments in :meth:`get_config`.
+
+    Parameters
+    ----------
+    reduction : {'mean', 'sum', 'none'}
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if not cls.__name__.startswith("_"):
+            LOSS_REGISTRY[cls.__name__] = cls
+
+    def __init__(self, reduction: str = "mean"):
+        if reduction not in _REDUCTIONS:
+            raise ValueError(f"{type(self).__name__}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+        self.reduction = reduction
+
+    def forward(self, input: np.ndarray, target: np.ndarray):
+        """Return ``(value, cache)``: the reduced loss (Python float; an array for ``'none'``) and what
+        :meth:`backward` needs."""
+        losses, norm, state = self._compute(input, target)
+        if self.reduction == "none":
+            value = losses.astype(input.dtype)
+        else:
+            total = float(np.sum(losses))
+            value = total if self.reduction == "sum" else (total / norm if norm != 0 else math.nan)
+        return value, (state, norm, losses.shape)
+
+    def backward(self, cache, grad=1.0) -> np.ndarray:
+        """Gradient of ``grad * value`` with respect to ``input`` (same shape and dtype as ``input``).
+
+        ``grad`` is a real scalar; with ``reduction='none'`` it may also be an array shaped like the value.
+        """
+        state, norm, shape = cache
+        if self.reduction == "none":
+            g = np.asarray(grad, dtype=np.float64)
+            if g.shape not in ((), shape):
+                raise ValueError(f"{type(self).__name__}.backward: grad must be a scalar or have the loss "
+                                 f"shape {shape}, got shape {g.shape}")
+            return self._backward(state, float(g) if g.ndim == 0 else g)
+        if not isinstance(grad, numbers.Real) and not (isinstance(grad, np.ndarray) and grad.shape == ()):
+            raise TypeError(f"{type(self).__name__}.backward: grad must be a real scalar for reduction="
+                            f"{self.reduction!r}, got {type(grad).__name__}")
+        g = float(grad)
+        if self.reduction == "mean":
+            g = g / norm if norm != 0 else math.nan
+        return self._backward(state, g)
+
+    def __call__(self, input: np.ndarray, target: np.ndarray):
+        """The loss value only."""
+        return self.forward(input, target)[0]
+
+    def normalizer(self, target: np.ndarray) -> float:
+        """The denominator of ``reduction='mean'`` for this ``target``."""
+        raise NotImplementedError
+
+    def _compute(self, input, target):
+        raise NotImplementedError
+
+    def _backward(self, state, g):
+        raise NotImplementedError
+
+    def get_config(self) -> dict:
+        """Constructor keyword arguments (JSON-serialisable)."""
+        return {"reduction": self.reduction}
+
+    @classmethod
+    def from_config(cls, config: dict) -> "Loss":
+        return cls(**config)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(" + ", ".join(f"{k}={v!r}" for k, v in self.get_config().items()) + ")"
+
+
+class _ClassIndexLoss(Loss):
+    """Shared validation for losses over class scores (N, C, *d) and integer labels (N, *d)."""
+
+    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+        super().__init__(reduction)
+        name = type(self).__name__
+        self.weight = _float_vector(name, "weight", weight)
+        if isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, np.integer)):
+            raise TypeError(f"{name}: ignore_index must be an int, got {type(ignore_index).__name__}")
+        self.ignore_index = int(ignore_index)
+
+    def _check_labels(self, target, shape=None):
+        name = type(self).__name__
+        if not isinstance(target, np.ndarray):
+            raise TypeError(f"{name}: target must be a numpy.ndarray of class indices, got {type(target).__name__}")
+        if target.dtype.kind not in "iu":
+            raise TypeError(f"{name}: target must hold integer class indices, got dtype {target.dtype}; "
+                            f"convert with target.astype(np.int64)")
+        if shape is not None and target.shape != shape:
+            raise ValueError(f"{name}: target shape must be {shape} (input shape without the class axis 1), "
+                             f"got {target.shape}")
+        if target.ndim < 1:
+            raise ValueError(f"{name}: target must have at least 1 dimension (N,), got shape {target.shape}")
+        labels = target.astype(np.int64, copy=False)
+        num_classes = None if self.weight is None else self.weight.size
+        return labels, num_classes
+
+    def _check_range(self, labels, num_classes, source):
+        bad = ((labels < 0) | (labels >= num_classes)) & (labels != self.ignore_index)
+        if bad.any():
+            first = int(np.argmax(bad.reshape(-1)))
+            index = ", ".join(str(int(i)) for i in np.unravel_index(first, labels.shape))
+            raise ValueError(f"{type(self).__name__}: target[{index}] = {labels.reshape(-1)[first]} is not a class "
+                             f"index in [0, {num_classes - 1}] ({source}) nor ignore_index={self.ignore_index}")
+
+    def _norm(self, labels) -> float:
+        valid = labels != self.ignore_index
+        if self.weight is None:
+            return float(np.count_nonzero(valid))
+        return float(np.sum(self.weight[labels[valid]]))
+
+    def normalizer(self, target: np.ndarray) -> float:
+        """Number of non-ignored targets, or their summed class weights when ``weight`` is given."""
+        labels, num_classes = self._check_labels(target)
+        if num_classes is not None:
+            self._check_range(labels, num_classes, "C = len(weight)")
+        return self._norm(labels)
+
+    def _prepare(self, input, target):
+        """Validate; return (scores as contiguous (M, C), labels (M,) int64, class weights (C,) float64)."""
+        name = type(self).__name__
+        _check_float_input(name, input, 2)
+        c = input.shape[1]
+        labels, _ = self._check_labels(target, input.shape[:1] + input.shape[2:])
+        if self.weight is not None and self.weight.size != c:
+            raise ValueError(f"{name}: weight has {self.weight.size} entries but the input has C = {c} classes "
+                             f"(input.shape[1])")
+        self._check_range(labels, c, "C = input.shape[1]")
+        z = np.ascontiguousarray(np.moveaxis(input, 1, -1)).reshape(-1, c)
+        weight = np.ones(c, np.float64) if self.weight is None else self.weight
+        return z, labels.reshape(-1), weight
+
+    @staticmethod
+    def _restore(grad2, input_shape):
+        """(M, C) gradient back to the input layout (N, C, *d)."""
+        moved = grad2.reshape(input_shape[:1] + input_shape[2:] + input_shape[1:2])
+        return np.ascontiguousarray(np.moveaxis(moved, -1, 1))
+
+    @staticmethod
+    def _row_scale(g, m):
+        return np.full(m, g, np.float64) if np.ndim(g) == 0 else np.ascontiguousarray(g, np.float64).reshape(-1)
+
+    def get_config(self):
+        return {"weight": None if self.weight is None else self.weight.tolist(), "ignore_index": self.ignore_index,
+                "reduction": self.reduction}
+
+
+class CrossEntropyLoss(_ClassIndexLoss):
+    r"""Softmax cross-entropy between logits and integer class labels.
+
+    :math:`\ell_i = (1-\varepsilon)\, w_{y_i} (\mathrm{lse}(z_i) - z_{i,y_i})
+    + \frac{\varepsilon}{C} \sum_c w_c (\mathrm{lse}(z_i) - z_{i,c})`, with ``lse`` the log-sum-exp
+    (computed stably in float64, so logits of 1e4 give exact finite values).
+
+    Parameters
+    ----------
+    weight : sequence of C floats, optional
+        Class weights :math:`w` (default all ones).
+    ignore_index : int, default -100
+        Targets equal to it contribute neither loss nor normalizer.
+    label_smoothing : float in [0, 1], default 0
+        :math:`\varepsilon`: the target mixes the one-hot label with the uniform distribution.
+    reduction : {'mean', 'sum', 'none'}, default 'mean'
+        ``'mean'`` divides by :math:`\sum_i w_{y_i}` over non-ignored targets (N without weights).
+
+    Shapes
+    ------
+    - input: (N, C) or (N, C, d1, ...) float32/float64 logits
+    - target: (N,) or (N, d1, ...) integer labels in [0, C) (or ``ignore_index``)
+    - ``'none'`` value: target's shape
+
+    Raises
+    ------
+    TypeError
+        Non-float input, non-integer target.
+    ValueError
+        Bad rank or shape, wrong ``weight`` length, a label out of range (the first offending index and value
+        are named), invalid ``reduction`` / ``label_smoothing``.
+
+    References
+    ----------
+    ``torch.nn.CrossEntropyLoss``; Szegedy et al. (2016), "Rethinking the Inception Architecture" (label
+    smoothing).
+    """
+
+    def __init__(self, weight=None, ignore_index: int = -100, label_smoothing: float = 0.0,
+                 reduction: str = "mean"):
+        super().__init__(weight, ignore_index, reduction)
+        if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, numbers.Real):
+            raise TypeError(f"CrossEntropyLoss: label_smoothing must be a float, got {type(label_smoothing).__name__}")
+        if not 0.0 <= label_smoothing <= 1.0:
+            raise ValueError(f"CrossEntropyLoss: label_smoothing must be in [0, 1], got {label_smoothing}")
+        self.label_smoothing = float(label_smoothing)
+
+    def _compute(self, input, target):
+        z, labels, weight = self._prepare(input, target)
+        losses, lse = K.cross_entropy_forward(z, labels, weight, self.ignore_index, self.label_smoothing)
+        return losses.reshape(target.shape), self._norm(labels), (z, lse, labels, weight, input.shape)
+
+    def _backward(self, state, g):
+        z, lse, labels, weight, shape = state
+        grad = K.cross_entropy_backward(z, lse, labels, weight, self.ignore_index, self.label_smoothing,
+                                        self._row_scale(g, labels.size))
+        return self._restore(grad, shape)
+
+    def get_config(self):
+        return {**super().get_config(), "label_smoothing": self.label_smoothing}
+
+
+class NLLLoss(_ClassIndexLoss):
+    r"""Negative log-likelihood of log-probabilities: :math:`\ell_i = -w_{y_i}\, x_{i, y_i}`.
+
+    Use after a LogSoftmax layer (``CrossEntropyLoss`` on logits is the fused, stabler form).
+    Parameters, shapes, reductions and errors as :class:`CrossEntropyLoss` (without ``label_smoothing``).
+    Reference: ``torch.nn.NLLLoss``.
+    """
+
+    def _compute(self, input, target):
+        x, labels, weight = self._prepare(input, target)
+        rows = np.flatnonzero(labels != self.ignore_index)
+        cols = labels[rows]
+        losses = np.zeros(labels.size, np.float64)
+        losses[rows] = -weight[cols] * x[rows, cols]
+        return losses.reshape(target.shape), self._norm(labels), (x.shape, x.dtype, rows, cols, weight[cols],
+                                                                 input.shape)
+
+    def _backward(self, state, g):
+        shape2, dtype, rows, cols, w, shape = state
+        grad = np.zeros(shape2, dtype)
+        grad[rows, cols] = -w * (g if np.ndim(g) == 0 else np.asarray(g).reshape(-1)[rows])
+        return self._restore(grad, shape)
+
+
+class _ElementwiseLoss(Loss):
+    """Losses on input and target of one shape, averaged over all elements."""
+
+    def _pair(self, input, target):
+        name = type(self).__name__
+        _check_float_input(name, input, 1)
+        if not isinstance(target, np.ndarray) or target.dtype.kind not in "fiub":
+            what = target.dtype if isinstance(target, np.ndarray) else type(target).__name__
+            raise TypeError(f"{name}: target must be a real-valued numpy.ndarray, got {what}")
+        if target.shape != input.shape:
+            raise ValueError(f"{name}: target shape {target.shape} must equal input shape {input.shape} "
+                             f"(no broadcasting; reshape one of them)")
+        return np.ascontiguousarray(target, dtype=input.dtype)
+
+    def normalizer(self, target: np.ndarray) -> float:
+        """Number of elements of ``target``."""
+        if not isinstance(target, np.ndarray):
+            raise TypeError(f"{type(self).__name__}: target must be a numpy.ndarray, got {type(target).__name__}")
+        return float(target.size)
+
+    def _compute(self, input, target):
+        t = self._pair(input, target)
+        d = input - t
+        losses, state = self._elementwise(d)
+        return losses, float(d.size), state
+
+    @staticmethod
+    def _scaled(local_grad, g):
+        return (local_grad * g).astype(local_grad.dtype, copy=False)
+
+
+class MSELoss(_ElementwiseLoss):
+    r"""Squared error :math:`\ell = (x - y)^2` per element. Shapes: input (*), target (*) of the same shape,
+    float input. ``'mean'`` divides by the element count. Reference: ``torch.nn.MSELoss``."""
+
+    def _elementwise(self, d):
+        return np.square(d, dtype=np.float64), d
+
+    def _backward(self, d, g):
+        return self._scaled(d, 2.0 * g)
+
+
+class L1Loss(_ElementwiseLoss):
+    r"""Absolute error :math:`\ell = |x - y|` per element (gradient ``sign(x - y)``, 0 at 0).
+    Shapes and reduction as :class:`MSELoss`. Reference: ``torch.nn.L1Loss``."""
+
+    def _elementwise(self, d):
+        return np.abs(d, dtype=np.float64), d
+
+    def _backward(self, d, g):
+        return self._scaled(np.sign(d), g)
+
+
+class SmoothL1Loss(_ElementwiseLoss):
+    r"""Huber-like loss: :math:`\ell = 0.5\, d^2 / \beta` if :math:`|d| < \beta` else :math:`|d| - 0.5\beta`,
+    :math:`d = x - y`; ``beta=0`` is :class:`L1Loss`. Shapes and reduction as :class:`MSELoss`.
+
+    Raises ValueError for ``beta < 0``. References: Girshick (2015), "Fast R-CNN"; ``torch.nn.SmoothL1Loss``.
+    """
+
+    def __init__(self, beta: float = 1.0, reduction: str = "mean"):
+        super().__init__(reduction)
+        if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
+            raise TypeError(f"SmoothL1Loss: beta must be a float, got {type(beta).__name__}")
+        if not beta >= 0:
+            raise ValueError(f"SmoothL1Loss: beta must be >= 0, got {beta}")
+        self.beta = float(beta)
+
+    def _elementwise(self, d):
+        a = np.abs(d, dtype=np.float64)
+        if self.beta == 0.0:
+            return a, d
+        quad = a < self.beta
+        return np.where(quad, 0.5 * a * a / self.beta, a - 0.5 * self.beta), d
+
+    def _backward(self, d, g):
+        local = np.sign(d)
+        if self.beta > 0.0:
+            quad = np.abs(d) < self.beta
+            local[quad] = d[quad] / d.dtype.type(self.beta)
+        return self._scaled(local, g)
+
+    def get_config(self):
+        return {"beta": self.beta, **super().get_config()}
+
+
+class BCEWithLogitsLoss(_ElementwiseLoss):
+    r"""Sigmoid + binary cross-entropy, fused and stable:
+    :math:`\ell = w\,[(1 - y)\,x + (1 + (p - 1) y)\,\mathrm{softplus}(-x)]`, i.e.
+    :math:`-w\,[p\,y \log\sigma(x) + (1-y) \log(1-\sigma(x))]`.
+
+    Parameters
+    ----------
+    weight : array_like, optional
+        Per-element rescaling :math:`w`, broadcastable to the input shape (it never changes the input shape).
+    pos_weight : sequence of C floats, optional
+        Weight :math:`p` of positive examples per class, along the input's last axis (size C).
+    reduction : {'mean', 'sum', 'none'}
+        ``'mean'`` divides by the element count (as PyTorch; not by the weights).
+
+    Shapes: input (*, C) float logits; target of the same shape with values in [0, 1].
+
+    Raises
+    ------
+    TypeError, ValueError
+        Non-float input; shape mismatch; ``weight`` not broadcastable; ``pos_weight`` not of size C.
+
+    Reference: ``torch.nn.BCEWithLogitsLoss``.
+    """
+
+    def __init__(self, weight=None, pos_weight=None, reduction: str = "mean"):
+        super().__init__(reduction)
+        self.weight = None if weight is None else np.array(weight, dtype=np.float64)
+        if self.weight is not None and not np.all(np.isfinite(self.weight)):
+            raise ValueError("BCEWithLogitsLoss: weight must be finite")
+        self.pos_weight = _float_vector("BCEWithLogitsLoss", "pos_weight", pos_weight)
+
+    def _compute(self, input, target):
+        t = self._pair(input, target)
+        x = np.ascontiguousarray(input)
+        if self.weight is not None and not self._broadcasts_to(x.shape):
+            raise ValueError(f"BCEWithLogitsLoss: weight of shape {self.weight.shape} does not broadcast to "
+                             f"the input shape {x.shape}")
+        pw = np.zeros(0, np.float64) if self.pos_weight is None else self.pos_weight
+        if pw.size and pw.size != x.shape[-1]:
+            raise ValueError(f"BCEWithLogitsLoss: pos_weight has {pw.size} entries but the input's last axis "
+                             f"has C = {x.shape[-1]}")
+        losses = K.bce_with_logits_forward(x.reshape(-1), t.reshape(-1), pw).reshape(x.shape)
+        if self.weight is not None:
+            losses = losses * self.weight
+        return losses, float(x.size), (x, t, pw)
+
+    def _broadcasts_to(self, shape):
+        try:
+            return np.broadcast_shapes(self.weight.shape, shape) == shape
+        except ValueError:
+            return False
+
+    def _backward(self, state, g):
+        x, t, pw = state
+        s = np.asarray(g, np.float64)
+        if self.weight is not None:
+            s = s * self.weight
+        s = np.ascontiguousarray(np.broadcast_to(s, x.shape)).reshape(-1) if s.ndim else s.reshape(1)
+        return K.bce_with_logits_backward(x.reshape(-1), t.reshape(-1), pw, s).reshape(x.shape)
+
+    def get_config(self):
+        return {"weight": None if self.weight is None else self.weight.tolist(),
+                "pos_weight": None if self.pos_weight is None else self.pos_weight.tolist(),
+                "reduction": self.reduction}
