@@ -1,0 +1,330 @@
+"""2-D convolution kernels: im2col / col2im around BLAS GEMMs, forward and backward side by side.
+
+Layout
+------
+Tensors are NCHW. A convolution over a *chunk* of ``nb`` samples is one GEMM (per group)::
+
+    yw[Co, nb*Lq] = W[Co, K] @ cols[K, nb*Lq]          K = C*kh*kw, row k = (c, i, j)
+
+Input planes are first copied, zero-padded, into ``xp[nb, C, P]`` (flat planes of width ``Wp = W + 2*pw``).
+Column ``q`` of sample ``b`` in ``cols`` is the output position ``(oh, ow) = divmod(q, Wq)``; row ``(c, i, j)``
+reads ``xp[b, c, (oh*sh + i*dh)*Wp + ow*sw + j*dw]``.
+
+Stride 1 uses the *wide* layout ``Wq = Wp``: then each row of ``cols`` is one contiguous slice of the padded
+plane (a memcpy), at the price of ``Wp - Wo`` garbage columns per output row that are dropped by
+:func:`crop_bias` (forward) and zero in :func:`widen` (backward, so they add nothing to the gradients).
+Otherwise ``Wq = Wo`` (exact layout).
+
+The GEMMs themselves run in numpy (BLAS); these kernels do the data movement, parallel over
+(sample, channel) planes so they also scale when a chunk holds a single large sample.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from sparkdl.config import njit, njit_parallel
+
+__all__ = ["pad_planes", "im2col", "col2im", "crop_bias", "widen", "channel_sum", "winograd_input", "winograd_output",
+           "winograd_grad_output", "winograd_input_adjoint"]
+
+
+@njit_parallel
+def pad_planes(x, n0, ph, pw, xp):
+    """Copy samples ``x[n0:n0+nb]`` into zero-padded flat planes ``xp (nb, C, P)``; ``P >= Hp*Wp``."""
+    nb, C, P = xp.shape
+    H, W = x.shape[2], x.shape[3]
+    Wp = W + 2 * pw
+    for t in prange(nb * C):
+        b = t // C
+        c = t - b * C
+        dst = xp[b, c]
+        src = x[n0 + b, c]
+        for q in range(ph * Wp):
+            dst[q] = 0
+        for h in range(H):
+            base = (h + ph) * Wp
+            for q in range(pw):
+                dst[base + q] = 0
+            for w in range(W):
+                dst[base + pw + w] = src[h, w]
+            for q in range(pw + W, Wp):
+                dst[base + q] = 0
+        for q in range((H + ph) * Wp, P):
+            dst[q] = 0
+
+
+@njit_parallel
+def im2col(xp, Wp, kh, kw, sh, sw, dh, dw, Ho, Wq, cols):
+    """Fill ``cols (C*kh*kw, nb*Ho*Wq)`` from padded planes ``xp (nb, C, P)`` (see module docstring)."""
+    nb, C, P = xp.shape
+    Lq = Ho * Wq
+    contiguous = sh == 1 and sw == 1 and Wq == Wp
+    for t in prange(nb * C):
+        b = t // C
+        c = t - b * C
+        src = xp[b, c]
+        o = b * Lq
+        for i in range(kh):
+            for j in range(kw):
+                row = cols[(c * kh + i) * kw + j]
+                if contiguous:
+                    s = i * dh * Wp + j * dw
+                    for q in range(Lq):
+                        row[o + q] = src[s + q]
+                elif sw == 1:
+                    for oh in range(Ho):
+                        s = (oh * sh + i * dh) * Wp + j * dw
+                        d = o + oh * Wq
+                        for ow in range(Wq):
+                            row[d + ow] = src[s + ow]
+                else:
+                    for oh in range(Ho):
+                        s = (oh * sh + i * dh) * Wp + j * dw
+                        d = o + oh * Wq
+                        for ow in range(Wq):
+                            row[d + ow] = src[s + ow * sw]
+
+
+@njit_parallel
+def col2im(gcols, n0, Hp, Wp, ph, pw, kh, kw, sh, sw, dh, dw, Ho, Wq, gx):
+    """Adjoint of :func:`pad_planes` + :func:`im2col`: scatter-add ``gcols`` into ``gx[n0:n0+nb]`` (overwritten)."""
+    N, C, H, W = gx.shape
+    Lq = Ho * Wq
+    nb = gcols.shape[1] // Lq
+    contiguous = sh == 1 and sw == 1 and Wq == Wp
+    P = Hp * Wp + (kw - 1) * dw
+    for t in prange(nb * C):
+        b = t // C
+        c = t - b * C
+        plane = np.zeros(P, gcols.dtype)
+        o = b * Lq
+        for i in range(kh):
+            for j in range(kw):
+                row = gcols[(c * kh + i) * kw + j]
+                if contiguous:
+                    s = i * dh * Wp + j * dw
+                    for q in range(Lq):
+                        plane[s + q] += row[o + q]
+                else:
+                    for oh in range(Ho):
+                        s = (oh * sh + i * dh) * Wp + j * dw
+                        d = o + oh * Wq
+                        for ow in range(Wq):
+                            plane[s + ow * sw] += row[d + ow]
+        dst = gx[n0 + b, c]
+        for h in range(H):
+            base = (h + ph) * Wp + pw
+            for w in range(W):
+                dst[h, w] = plane[base + w]
+
+
+@njit_parallel
+def crop_bias(yw, bias, n0, Ho, Wo, Wq, y):
+    """``y[n0+b, co, oh, ow] = yw[co, b*Ho*Wq + oh*Wq + ow] + bias[co]`` (``bias`` may be empty: no bias)."""
+    Co, L = yw.shape
+    Lq = Ho * Wq
+    nb = L // Lq
+    has_bias = bias.shape[0] > 0
+    for t in prange(nb * Co):
+        b = t // Co
+        co = t - b * Co
+        v = bias[co] if has_bias else yw.dtype.type(0)
+        src = yw[co]
+        dst = y[n0 + b, co]
+        for oh in range(Ho):
+            s = b * Lq + oh * Wq
+            for ow in range(Wo):
+                dst[oh, ow] = src[s + ow] + v
+
+
+@njit_parallel
+def widen(gy, n0, Wq, gyw):
+    """Adjoint of :func:`crop_bias`: ``gyw (Co, nb*Ho*Wq)`` from ``gy[n0:n0+nb]``, zeros in the extra columns."""
+    N, Co, Ho, Wo = gy.shape
+    Lq = Ho * Wq
+    nb = gyw.shape[1] // Lq
+    for t in prange(nb * Co):
+        b = t // Co
+        co = t - b * Co
+        src = gy[n0 + b, co]
+        dst = gyw[co]
+        for oh in range(Ho):
+            d = b * Lq + oh * Wq
+            for ow in range(Wo):
+                dst[d + ow] = src[oh, ow]
+            for ow in range(Wo, Wq):
+                dst[d + ow] = 0
+
+
+@njit_parallel
+def channel_sum(gy, out):
+    """``out[c] = sum over (n, h, w) of gy[n, c, h, w]`` (float64 accumulation): the bias gradient."""
+    N, C, H, W = gy.shape
+    for c in prange(C):
+        s = 0.0
+        for n in range(N):
+            for h in range(H):
+                for w in range(W):
+                    s += gy[n, c, h, w]
+        out[c] = s
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Winograd F(2x2, 3x3) (Lavin & Gray, 2016) for 3x3 / stride 1 / dilation 1 convolutions.
+#
+# Output tiles are 2x2, input patches 4x4 with stride 2. Tile q = a*(tw+1) + k of a sample covers output rows
+# 2a, 2a+1 and columns 2k, 2k+1; tiles k == tw are padding tiles (zero input gradient, ignored in the output)
+# so that every loop over the tiles of a plane is one long, vectorisable loop. A padded plane is stored as
+# four *parity planes* P[2*(row & 1) + (col & 1), (row >> 1)*(tw+1) + (col >> 1)], so that patch entry (i, s)
+# of tile q is P[2*(i & 1) + (s & 1), q + (i >> 1)*(tw+1) + (s >> 1)]: contiguous in q.
+# Transformed tensors are laid out (channels, 16, nb*T) so the 16 rows written per tile never share cache
+# sets; the stacked GEMMs read them through strided views.
+# ---------------------------------------------------------------------------------------------------------
+@njit
+def _to_parity(src, r0, c0, K1, P):
+    """Add plane ``src (H, W)``, placed at padded offset (r0, c0), into zeroed parity planes ``P (4, S)``."""
+    H, W = src.shape
+    w0 = c0 & 1  # first column whose padded index is even
+    ke, ko = (w0 + c0) >> 1, (1 - w0 + c0) >> 1
+    for h in range(H):
+        r = h + r0
+        base, pe = (r >> 1) * K1, 2 * (r & 1)
+        for i in range(W >> 1):
+            P[pe, base + ke + i] = src[h, w0 + 2 * i]
+            P[pe + 1, base + ko + i] = src[h, 1 - w0 + 2 * i]
+        if W & 1:
+            s = W - 1 + c0
+            P[pe + (s & 1), base + (s >> 1)] = src[h, W - 1]
+
+
+@njit
+def _from_parity(P, r0, c0, K1, dst):
+    """``dst (H, W) = `` the window at padded offset (r0, c0) of the plane stored as parity planes ``P``."""
+    H, W = dst.shape
+    w0 = c0 & 1
+    ke, ko = (w0 + c0) >> 1, (1 - w0 + c0) >> 1
+    for h in range(H):
+        r = h + r0
+        base, pe = (r >> 1) * K1, 2 * (r & 1)
+        for i in range(W >> 1):
+            dst[h, w0 + 2 * i] = P[pe, base + ke + i]
+            dst[h, 1 - w0 + 2 * i] = P[pe + 1, base + ko + i]
+        if W & 1:
+            s = W - 1 + c0
+            dst[h, W - 1] = P[pe + (s & 1), base + (s >> 1)]
+
+
+@njit_parallel
+def winograd_input(x, n0, ph, pw, th, tw, V):
+    """``V[c, xi, b*T + q] = (B^T d B)[xi]`` for the 4x4 zero-padded input patch ``d`` of tile q."""
+    N, C, H, W = x.shape
+    K1 = tw + 1
+    T = th * K1
+    nb = V.shape[2] // T
+    for t in prange(nb * C):
+        b = t // C
+        c = t - b * C
+        P = np.zeros((4, (th + 1) * K1 + 1), x.dtype)
+        _to_parity(x[n0 + b, c], ph, pw, K1, P)
+        o = b * T
+        for q in range(T):
+            d00, d01, d02, d03 = P[0, q], P[1, q], P[0, q + 1], P[1, q + 1]
+            d10, d11, d12, d13 = P[2, q], P[3, q], P[2, q + 1], P[3, q + 1]
+            d20, d21, d22, d23 = P[0, q + K1], P[1, q + K1], P[0, q + K1 + 1], P[1, q + K1 + 1]
+            d30, d31, d32, d33 = P[2, q + K1], P[3, q + K1], P[2, q + K1 + 1], P[3, q + K1 + 1]
+            u00, u01, u02, u03 = d00 - d02, d01 + d02, d02 - d01, d01 - d03
+            u10, u11, u12, u13 = d10 - d12, d11 + d12, d12 - d11, d11 - d13
+            u20, u21, u22, u23 = d20 - d22, d21 + d22, d22 - d21, d21 - d23
+            u30, u31, u32, u33 = d30 - d32, d31 + d32, d32 - d31, d31 - d33
+            p = o + q
+            V[c, 0, p], V[c, 1, p], V[c, 2, p], V[c, 3, p] = u00 - u20, u01 - u21, u02 - u22, u03 - u23
+            V[c, 4, p], V[c, 5, p], V[c, 6, p], V[c, 7, p] = u10 + u20, u11 + u21, u12 + u22, u13 + u23
+            V[c, 8, p], V[c, 9, p], V[c, 10, p], V[c, 11, p] = u20 - u10, u21 - u11, u22 - u12, u23 - u13
+            V[c, 12, p], V[c, 13, p], V[c, 14, p], V[c, 15, p] = u10 - u30, u11 - u31, u12 - u32, u13 - u33
+
+
+@njit_parallel
+def winograd_output(M, bias, n0, th, tw, y):
+    """``y[n0+b, co] = A^T m A + bias[co]`` for every tile (``m = M[co, :, tile]``), cropped to y's size."""
+    Co, _, L = M.shape
+    K1 = tw + 1
+    T = th * K1
+    nb = L // T
+    has_bias = bias.shape[0] > 0
+    for t in prange(nb * Co):
+        b = t // Co
+        co = t - b * Co
+        bv = bias[co] if has_bias else M.dtype.type(0)
+        Y = np.empty((4, T + K1 + 1), M.dtype)
+        o = b * T
+        for q in range(T):
+            p = o + q
+            r00 = M[co, 0, p] + M[co, 4, p] + M[co, 8, p]
+            r01 = M[co, 1, p] + M[co, 5, p] + M[co, 9, p]
+            r02 = M[co, 2, p] + M[co, 6, p] + M[co, 10, p]
+            r03 = M[co, 3, p] + M[co, 7, p] + M[co, 11, p]
+            r10 = M[co, 4, p] - M[co, 8, p] - M[co, 12, p]
+            r11 = M[co, 5, p] - M[co, 9, p] - M[co, 13, p]
+            r12 = M[co, 6, p] - M[co, 10, p] - M[co, 14, p]
+            r13 = M[co, 7, p] - M[co, 11, p] - M[co, 15, p]
+            Y[0, q], Y[1, q] = r00 + r01 + r02 + bv, r01 - r02 - r03 + bv
+            Y[2, q], Y[3, q] = r10 + r11 + r12 + bv, r11 - r12 - r13 + bv
+        _from_parity(Y, 0, 0, K1, y[n0 + b, co])
+
+
+@njit_parallel
+def winograd_grad_output(gy, n0, th, tw, GY):
+    """``GY[co, xi, b*T + q] = (A g A^T)[xi]`` for the 2x2 output-gradient tile ``g`` (zero off the output)."""
+    N, Co, Ho, Wo = gy.shape
+    K1 = tw + 1
+    T = th * K1
+    nb = GY.shape[2] // T
+    for t in prange(nb * Co):
+        b = t // Co
+        co = t - b * Co
+        G = np.zeros((4, T + K1 + 1), gy.dtype)
+        _to_parity(gy[n0 + b, co], 0, 0, K1, G)
+        o = b * T
+        for q in range(T):
+            g00, g01, g10, g11 = G[0, q], G[1, q], G[2, q], G[3, q]
+            h00, h01, h02, h03 = g00, g00 + g01, g00 - g01, -g01
+            h10, h11, h12, h13 = g10, g10 + g11, g10 - g11, -g11
+            p = o + q
+            GY[co, 0, p], GY[co, 1, p], GY[co, 2, p], GY[co, 3, p] = h00, h01, h02, h03
+            GY[co, 4, p], GY[co, 5, p], GY[co, 6, p], GY[co, 7, p] = h00 + h10, h01 + h11, h02 + h12, h03 + h13
+            GY[co, 8, p], GY[co, 9, p], GY[co, 10, p], GY[co, 11, p] = h00 - h10, h01 - h11, h02 - h12, h03 - h13
+            GY[co, 12, p], GY[co, 13, p], GY[co, 14, p], GY[co, 15, p] = -h10, -h11, -h12, -h13
+
+
+@njit_parallel
+def winograd_input_adjoint(gV, n0, ph, pw, th, tw, gx):
+    """Adjoint of :func:`winograd_input`: ``gx[n0:n0+nb]`` (overwritten) from ``gV (C, 16, nb*T)``."""
+    N, C, H, W = gx.shape
+    K1 = tw + 1
+    T = th * K1
+    nb = gV.shape[2] // T
+    S = (th + 1) * K1 + 1
+    Z = K1 + 1  # zero margin: tiles q - 1 and q - K1 - 1 exist for every q
+    for t in prange(nb * C):
+        b = t // C
+        c = t - b * C
+        D = np.zeros((16, T + 2 * Z), gV.dtype)  # D[4*i + s, Z + q]: gradient of patch entry (i, s) of tile q
+        o = b * T
+        for q in range(T):
+            p = o + q
+            r = Z + q
+            for j in range(4):  # adjoint of the transform over rows i, then over columns s
+                g0, g1, g2, g3 = gV[c, j, p], gV[c, 4 + j, p], gV[c, 8 + j, p], gV[c, 12 + j, p]
+                D[j, r], D[4 + j, r], D[8 + j, r], D[12 + j, r] = g0, g1 - g2 + g3, g1 + g2 - g0, -g3
+            for i in range(4):
+                a0, a1, a2, a3 = D[4 * i, r], D[4 * i + 1, r], D[4 * i + 2, r], D[4 * i + 3, r]
+                D[4 * i, r], D[4 * i + 1, r], D[4 * i + 2, r], D[4 * i + 3, r] = a0, a1 - a2 + a3, a1 + a2 - a0, -a3
+        P = np.empty((4, S), gV.dtype)
+        for rp in range(2):
+            for cp in range(2):  # gather the four overlapping tiles that touch each padded input cell
+                i0, i1, i2, i3 = 4 * rp + cp, 4 * rp + cp + 2, 4 * rp + cp + 8, 4 * rp + cp + 10
+                for q in range(S):
+                    r = Z + q
+                    P[2 * rp + cp, q] = D[i0, r] + D[i1, r - 1] + D[i2, r - K1] + D[i3, r - K1 - 1]
+        _from_parity(P, ph, pw, K1, gx[n0 + b, c])
