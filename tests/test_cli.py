@@ -17,7 +17,7 @@ def _run(args, cwd):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("cli")
-    result = _run(["train", "--model", "lenet5", "--dataset", "mnist", "--limit", "10000", "--epochs", "1",
+    result = _run(["train", "--model", "lenet5", "--dataset", "mnist", "--limit", "10000", "--epochs", "1", "--batch-size", "64", "--lr", "0.002",
                    "--master", "local[2]", "--output", str(cwd / "run"), "--no-progress"], cwd)
     return cwd, result
 

@@ -86,10 +86,10 @@ def test_training_learns_and_validates(spark):
     model = _model()
     sc = spark.sparkContext
     val = DataBlocks.from_samples(sc.parallelize(list(zip(x[:100], y[:100])), 2))
-    trainer = DistributedTrainer(model, nn.CrossEntropyLoss(), Adam(lr=0.02), batch_size=32,
-                                 end_trigger=MaxEpoch(8), progress=False, validation_metrics=[Top1Accuracy()])
+    trainer = DistributedTrainer(model, nn.CrossEntropyLoss(), Adam(lr=0.03), batch_size=60,
+                                 end_trigger=MaxEpoch(4), progress=False, validation_metrics=[Top1Accuracy()])
     summary = trainer.fit(sc.parallelize(list(zip(x, y)), 3), val)
-    assert len(summary.validations) == 8
+    assert len(summary.validations) == 4
     acc = summary.validations[-1]["Top1Accuracy"]
     assert acc > 0.85
     pred = np.argmax(model(x[:100]), axis=1)

@@ -1,0 +1,141 @@
+"""Wall time to reach 99.0% MNIST test accuracy with LeNet-5 on this machine, three ways, one script:
+
+  * sparkdl on Spark local[2] (the distributed engine, 2 partitions),
+  * single-process PyTorch with 2 threads,
+  * PySpark's TorchDistributor with 2 local processes (gloo, DistributedDataParallel).
+
+Each trains the same architecture (sparkdl.models.lenet5 / its torch twin) with Adam and the settings
+below (chosen per system: sparkdl prefers larger global batches because each iteration is a Spark job),
+evaluates the test set after every epoch and stops at the first epoch with accuracy >= --target. Time
+includes data preparation inside the system but not the dataset download. The last line is one JSON
+object with the three times and the ratios sparkdl/other (goal <= 1.0).
+
+    python bench/time_to_accuracy.py [--target 0.99] [--max-epochs 15]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def load():
+    from sparkdl.datasets import fetch_mnist
+    (xtr, ytr), (xte, yte) = fetch_mnist()
+    prep = lambda x: ((x.astype(np.float32) / 255.0 - 0.1307) / 0.3081).reshape(len(x), 1, 28, 28)
+    return (prep(xtr), ytr.astype(np.int64)), (prep(xte), yte.astype(np.int64))
+
+
+def run_sparkdl(data, target, max_epochs, batch_size=256, lr=3e-3):
+    from sparkdl import engine, metrics, nn
+    from sparkdl.models import lenet5
+    from sparkdl.optim import Adam
+    (xtr, ytr), (xte, yte) = data
+    spark = engine.get_or_create_session("local[2]", conf={"spark.driver.memory": "6g"})
+    t0 = time.perf_counter()
+    train = engine.DataBlocks.from_numpy(spark.sparkContext, xtr, ytr, 2)
+    test = engine.DataBlocks.from_numpy(spark.sparkContext, xte, yte, 2)
+    trainer = engine.DistributedTrainer(
+        lenet5().initialize(0), nn.CrossEntropyLoss(), Adam(lr=lr), batch_size=batch_size,
+        end_trigger=engine.MaxEpoch(max_epochs) | engine.MaxScore(target - 1e-9), progress=False,
+        validation_metrics=[metrics.Top1Accuracy()])
+    summary = trainer.fit(train, test)
+    wall = time.perf_counter() - t0
+    spark.stop()
+    best = summary.validations[-1]["Top1Accuracy"]
+    return {"seconds": wall, "epochs": trainer.state.epoch, "accuracy": best, "reached": best >= target}
+
+
+def torch_lenet():
+    import torch.nn as tnn
+    return tnn.Sequential(tnn.Conv2d(1, 6, 5, padding=2), tnn.ReLU(), tnn.MaxPool2d(2), tnn.Conv2d(6, 16, 5),
+                          tnn.ReLU(), tnn.MaxPool2d(2), tnn.Flatten(), tnn.Linear(400, 120), tnn.ReLU(),
+                          tnn.Linear(120, 84), tnn.ReLU(), tnn.Linear(84, 10))
+
+
+def _torch_train(model, xtr, ytr, xte, yte, target, max_epochs, batch_size, lr, rank=0, world=1, sync=None):
+    import torch
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    g = torch.Generator().manual_seed(0)
+    xtr, ytr = torch.from_numpy(xtr), torch.from_numpy(ytr)
+    for epoch in range(max_epochs):
+        perm = torch.randperm(len(xtr), generator=g)[rank::world]
+        model.train()
+        for i in range(0, len(perm), batch_size):
+            idx = perm[i:i + batch_size]
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(xtr[idx]), ytr[idx]).backward()
+            opt.step()
+        model.eval()
+        with torch.no_grad():
+            acc = float((model(torch.from_numpy(xte)).argmax(1).numpy() == yte).mean())
+        if acc >= target:
+            return epoch + 1, acc
+    return max_epochs, acc
+
+
+def run_torch(data, target, max_epochs, batch_size=64, lr=2e-3):
+    import torch
+    torch.set_num_threads(2)
+    torch.manual_seed(0)
+    (xtr, ytr), (xte, yte) = data
+    t0 = time.perf_counter()
+    epochs, acc = _torch_train(torch_lenet(), xtr, ytr, xte, yte, target, max_epochs, batch_size, lr)
+    return {"seconds": time.perf_counter() - t0, "epochs": epochs, "accuracy": acc, "reached": acc >= target}
+
+
+def _ddp_main(target, max_epochs, batch_size, lr):
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    data = load()
+    (xtr, ytr), (xte, yte) = data
+    model = DistributedDataParallel(torch_lenet())
+    epochs, acc = _torch_train(model, xtr, ytr, xte, yte, target, max_epochs, batch_size, lr,
+                               rank=dist.get_rank(), world=dist.get_world_size())
+    dist.destroy_process_group()
+    return epochs, acc
+
+
+def run_torch_distributor(target, max_epochs, batch_size=32, lr=2e-3):
+    from pyspark.ml.torch.distributor import TorchDistributor
+    from sparkdl.engine import get_or_create_session
+    spark = get_or_create_session("local[2]")
+    t0 = time.perf_counter()
+    epochs, acc = TorchDistributor(num_processes=2, local_mode=True, use_gpu=False).run(
+        _ddp_main, target, max_epochs, batch_size, lr)
+    wall = time.perf_counter() - t0
+    spark.stop()
+    return {"seconds": wall, "epochs": epochs, "accuracy": acc, "reached": acc >= target}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", type=float, default=0.99)
+    ap.add_argument("--max-epochs", type=int, default=15)
+    args = ap.parse_args()
+    data = load()
+    res = {"target": args.target}
+    res["sparkdl_local2"] = run_sparkdl(data, args.target, args.max_epochs)
+    print("sparkdl local[2]:", res["sparkdl_local2"], flush=True)
+    res["torch_2threads"] = run_torch(data, args.target, args.max_epochs)
+    print("PyTorch 2 threads:", res["torch_2threads"], flush=True)
+    res["torch_distributor_2proc"] = run_torch_distributor(args.target, args.max_epochs)
+    print("TorchDistributor 2 processes:", res["torch_distributor_2proc"], flush=True)
+    s = res["sparkdl_local2"]["seconds"]
+    res["ratio_vs_torch"] = round(s / res["torch_2threads"]["seconds"], 3)
+    res["ratio_vs_torch_distributor"] = round(s / res["torch_distributor_2proc"]["seconds"], 3)
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()
