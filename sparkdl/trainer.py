@@ -23,7 +23,7 @@ import numpy as np
 from sparkdl.metrics import ValidationMethod
 from sparkdl.nn.module import Module
 
-__all__ = ["History", "train_step", "fit", "evaluate", "predict", "sum_reduction"]
+__all__ = ["History", "train_step", "fit", "evaluate", "predict", "sum_reduction", "gradient_sum"]
 
 
 @dataclass
@@ -55,7 +55,12 @@ def sum_reduction(loss):
     return type(loss)(**{**loss.get_config(), "reduction": "sum"})
 
 
-def _gradient(model, loss_sum, xb, yb, rng, grad_out):
+def gradient_sum(model, loss_sum, xb, yb, rng, grad_out):
+    """Forward/backward of ``model`` on one batch with a ``reduction='sum'`` loss (training mode).
+
+    Writes the gradient of the summed loss into ``grad_out`` (flat, the model's layout) and returns
+    ``(loss_sum, normalizer)``. The single-process step and every Spark task of the distributed engine
+    compute gradients with this one function."""
     y, cache = model.forward(xb, training=True, rng=rng)
     value, lcache = loss_sum.forward(y, yb)
     grad_y = loss_sum.backward(lcache, 1.0)
@@ -93,7 +98,7 @@ def train_step(model: Module, loss, optimizer, opt_state, xb: np.ndarray, yb: np
         The batch's mean loss (``sum / normalizer``).
     """
     grads = model.zeros_like_parameters() if grad_buffer is None else grad_buffer
-    total, count = _gradient(model, sum_reduction(loss), xb, yb, rng, grads)
+    total, count = gradient_sum(model, sum_reduction(loss), xb, yb, rng, grads)
     if count <= 0:
         raise ValueError(f"train_step: loss.normalizer(yb) must be > 0, got {count}")
     grads /= count

@@ -8,6 +8,7 @@ import numpy as np
 
 from sparkdl.engine.broadcast import CloudBroadcast
 from sparkdl.engine.data import DataBlocks
+from sparkdl.engine.worker import set_task_threads
 
 __all__ = ["predict", "evaluate", "forward_in_batches"]
 
@@ -19,28 +20,18 @@ def forward_in_batches(model, x: np.ndarray, batch_size: int) -> np.ndarray:
     return np.concatenate([model(x[i:i + batch_size]) for i in range(0, len(x), batch_size)])
 
 
-def _set_threads():
-    from pyspark import TaskContext
-
-    from sparkdl.config import set_num_threads
-    tc = TaskContext.get()
-    if tc is not None:
-        from numba import config
-        set_num_threads(max(1, min(int(tc.cpus()), config.NUMBA_NUM_THREADS)))
-
-
 def _predict_samples(bc_model, batch_size, rows):
     feats = [np.asarray(r, dtype=np.float32) for r in rows]
     if not feats:
         return
-    _set_threads()
+    set_task_threads()
     out = forward_in_batches(bc_model.value, np.stack(feats), batch_size)
     yield from out
 
 
 def _predict_block(bc_model, batch_size, blocks):
     for x, _ in blocks:
-        _set_threads()
+        set_task_threads()
         yield forward_in_batches(bc_model.value, x, batch_size)
 
 
@@ -80,7 +71,7 @@ def _evaluate_partition(bc, batch_size, integer_labels, blocks):
     for x, y in blocks:
         if len(x) == 0:
             continue
-        _set_threads()
+        set_task_threads()
         if integer_labels and y.dtype.kind != "i":
             y = y.astype(np.int64)
         for i in range(0, len(x), batch_size):

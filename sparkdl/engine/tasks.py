@@ -21,7 +21,7 @@ from pyspark.accumulators import AccumulatorParam
 
 from sparkdl.engine.allreduce import mean_gradient, sum_block, update_shard
 from sparkdl.engine.plan import local_schedule
-from sparkdl.engine.worker import dropout_rng, local_gradient
+from sparkdl.engine.worker import dropout_rng, local_gradient, set_task_threads
 
 __all__ = ["FitContext", "IterationContext", "gradient_task", "reduce_update_task", "reduce_only_task",
            "square_norm_task", "FaultInjected", "ShardResults"]
@@ -76,18 +76,6 @@ class IterationContext:
 _SCHEDULES: dict = {}
 
 
-def _set_threads(fit: FitContext):
-    from sparkdl.config import set_num_threads
-    if fit.threads:
-        n = fit.threads
-    else:
-        from pyspark import TaskContext
-        tc = TaskContext.get()
-        n = int(tc.cpus()) if tc is not None else 1
-    from numba import config
-    set_num_threads(max(1, min(n, config.NUMBA_NUM_THREADS)))
-
-
 def _maybe_fail(fit: FitContext, stage: str, partition: int, ctx: IterationContext):
     if fit.fault_hook is None:
         return
@@ -125,7 +113,7 @@ def gradient_task(ctx: IterationContext, p: int, blocks):
     if n == 0:
         return
     x, y = items[0]
-    _set_threads(fit)
+    set_task_threads(fit.threads)
     model = fit.model
     w, buffers = ctx.weights.value
     model.flat_parameters[...] = w

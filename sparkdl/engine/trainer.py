@@ -27,7 +27,7 @@ from sparkdl.engine.inference import evaluate
 from sparkdl.engine.plan import batch_sizes
 from sparkdl.engine.summary import TrainSummary
 from sparkdl.engine.triggers import EveryEpoch, MaxEpoch, TrainingState, Trigger
-from sparkdl.engine.worker import sum_loss
+from sparkdl.trainer import sum_reduction
 from sparkdl.jvm import count_on_jvm, set_jvm_log_level
 
 __all__ = ["DistributedTrainer", "TrainingDivergedError"]
@@ -203,7 +203,7 @@ class DistributedTrainer:
                              f"parameters but the model has {P}")
         integer_labels = data.label_kind == "i" or self.num_classes is not None
         offsets = np.concatenate([[0], np.cumsum(data.sizes)]).astype(np.int64)
-        fit_ctx = tasks.FitContext(self.model.copy(), sum_loss(self.loss), self.optimizer, bounds, offsets,
+        fit_ctx = tasks.FitContext(self.model.copy(), sum_reduction(self.loss), self.optimizer, bounds, offsets,
                                    self.batch_size, self.seed, self.shuffle, integer_labels, self.compress,
                                    self.threads_per_task, self.fault_hook)
         self._bc_fit = CloudBroadcast(sc, fit_ctx)

@@ -1,13 +1,15 @@
 """Executor-side computation of one partition's share of an iteration — plain numpy, no Spark imports.
 
-:func:`local_gradient` is what every stage-1 task runs; it is also what the single-process reference
-computes on the union of the local batches, which is why the two agree.
+The gradient itself is :func:`sparkdl.trainer.gradient_sum`, the function the single-process trainer
+uses, which is why the two agree.
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["local_gradient", "dropout_rng", "sum_loss"]
+from sparkdl.trainer import gradient_sum
+
+__all__ = ["local_gradient", "dropout_rng"]
 
 
 def dropout_rng(seed: int, epoch: int, iteration: int, partition: int) -> np.random.Generator:
@@ -18,35 +20,37 @@ def dropout_rng(seed: int, epoch: int, iteration: int, partition: int) -> np.ran
     return np.random.default_rng([seed, epoch, iteration, partition, 0xD80])
 
 
-def local_gradient(model, loss, x: np.ndarray, y: np.ndarray, rng: np.random.Generator):
-    """Sum-reduced loss and gradient of ``model`` on one local batch.
-
-    Parameters
-    ----------
-    model : sparkdl.nn.Module
-        With the iteration's weights already in ``model.flat_parameters``.
-    loss : sparkdl.nn.loss.Loss
-        With ``reduction='sum'`` (see :func:`sum_loss`), so partitions can be added.
-    x, y : ndarray
-        The local batch (N_local >= 1 rows).
+def local_gradient(model, loss_sum, x: np.ndarray, y: np.ndarray, rng: np.random.Generator):
+    """Summed loss and gradient of ``model`` (weights already set) on one local batch.
 
     Returns
     -------
     grad_sum : ndarray, float32, shape (P,)
-        Gradient of the summed loss.
     loss_sum : float
-        Summed loss.
     normalizer : float
-        The denominator that ``reduction='mean'`` would divide by (``loss.normalizer(y)``).
+        The denominator ``reduction='mean'`` would divide by (``loss.normalizer(y)``).
     """
-    out, cache = model.forward(x, training=True, rng=rng)
-    loss_sum, lcache = loss.forward(out, y)
-    grad_out = loss.backward(lcache, 1.0)
     grad = model.zeros_like_parameters()
-    model.backward(cache, grad_out, grad)
-    return grad, float(loss_sum), float(loss.normalizer(y))
+    loss_value, norm = gradient_sum(model, loss_sum, x, y, rng, grad)
+    return grad, loss_value, norm
 
 
-def sum_loss(loss):
-    """A copy of ``loss`` with ``reduction='sum'`` (rebuilt from its config)."""
-    return type(loss)(**{**loss.get_config(), "reduction": "sum"})
+_TASK_THREADS = None
+
+
+def set_task_threads(threads: int | None = None) -> int:
+    """Set numba + BLAS threads for the running Spark task: ``threads`` or ``spark.task.cpus``
+    (capped by numba's pool). Cheap when unchanged (the usual case in a reused Python worker)."""
+    global _TASK_THREADS
+    if not threads:
+        from pyspark import TaskContext
+        tc = TaskContext.get()
+        threads = int(tc.cpus()) if tc is not None else 1
+    from numba import config
+
+    from sparkdl.config import set_num_threads
+    n = max(1, min(int(threads), config.NUMBA_NUM_THREADS))
+    if n != _TASK_THREADS:
+        set_num_threads(n)
+        _TASK_THREADS = n
+    return n
