@@ -101,8 +101,8 @@ def _local_rows(fit: FitContext, epoch: int, iteration: int, p: int) -> np.ndarr
 
 
 def gradient_task(ctx: IterationContext, p: int, blocks):
-    """Stage 1 for partition ``p``: yields ``(k, (GRAD, (grad_block_k, loss_sum, normalizer, extra)))`` for
-    every block k; ``extra`` (on block 0 only) is ``(buffer_sum_weighted, n)`` for BatchNorm statistics."""
+    """Stage 1 for partition ``p``: yields ``(k, (GRAD, (p, grad_block_k, loss_sum, normalizer, extra)))``
+    for every block k; ``extra`` (on block 0 only) is ``(buffer_sum_weighted, n)`` for BatchNorm statistics."""
     items = list(blocks)  # drain the iterator: keeps the Python worker reusable
     fit: FitContext = ctx.fit.value
     _maybe_fail(fit, "gradient", p, ctx)
@@ -128,36 +128,35 @@ def gradient_task(ctx: IterationContext, p: int, blocks):
     extra = (model.flat_buffers * np.float32(n), n) if model.flat_buffers.size else (None, n)
     b = fit.bounds
     for k in range(len(b) - 1):
-        yield k, (GRAD, (grad[b[k]:b[k + 1]], loss_sum if k == 0 else 0.0, norm, extra if k == 0 else None))
+        yield k, (GRAD, (p, grad[b[k]:b[k + 1]], loss_sum if k == 0 else 0.0, norm, extra if k == 0 else None))
 
 
 GRAD, STATE, REDUCED = "g", "s", "r"
 
 
 def _reduce(k: int, size: int, records):
-    """Sum the gradient parts of block k; pass the shard's state (and an already reduced block) through."""
-    extras, state, reduced = [], None, None
+    """Sum the gradient parts of block k; pass the shard's state (and an already reduced block) through.
 
-    def parts():
-        nonlocal state, reduced
-        for _, (kind, value) in records:
-            if kind == GRAD:
-                block, loss_sum, norm, extra = value
-                if extra is not None:
-                    extras.append(extra)
-                yield block, loss_sum, norm
-            elif kind == STATE:
-                state = value
-            elif kind == REDUCED:
-                reduced = value
-
-    grad_sum, loss_sum, norm_sum = sum_block(parts(), size)
+    Parts are summed in the order of their source partition, not in shuffle arrival order, so the sum
+    — and the whole run — is bit-reproducible whatever order the shuffle delivers them in."""
+    parts, state, reduced = [], None, None
+    for _, (kind, value) in records:
+        if kind == GRAD:
+            parts.append(value)
+        elif kind == STATE:
+            state = value
+        elif kind == REDUCED:
+            reduced = value
     if reduced is not None:  # second pass of a clip_norm iteration: the block was summed in the first
         return reduced, state
+    parts.sort(key=lambda part: part[0])
+    grad_sum, loss_sum, norm_sum = sum_block(((blk, loss, norm) for _, blk, loss, norm, _ in parts), size)
     buf, n = None, 0
-    for b_sum, n_p in extras:
-        buf = b_sum if buf is None or b_sum is None else buf + b_sum
-        n += n_p
+    for *_, extra in parts:
+        if extra is not None:
+            b_sum, n_p = extra
+            buf = b_sum if buf is None or b_sum is None else buf + b_sum
+            n += n_p
     return (grad_sum, loss_sum, norm_sum, buf, n), state
 
 

@@ -1,0 +1,49 @@
+"""Run by tests/test_engine_recovery.py in its own process (needs its own Spark master):
+train twice on local-cluster[2,1,1024] — once clean, once with an executor JVM killed mid-training —
+and print whether the final weights are bit-identical, as JSON."""
+import json
+import os
+import signal
+import sys
+
+import numpy as np
+
+from sparkdl import nn
+from sparkdl.engine import DataBlocks, DistributedTrainer, MaxEpoch, get_or_create_session
+from sparkdl.optim import Adam
+
+MARKER = sys.argv[1]
+
+
+def kill_executor_once(stage, partition, epoch, iteration, attempt):
+    """On iteration 6, stage 1, partition 0: SIGKILL this task's executor JVM (worker -> daemon -> JVM)."""
+    if iteration == 6 and stage == "gradient" and partition == 0 and not os.path.exists(MARKER):
+        open(MARKER, "w").close()
+        daemon = os.getppid()
+        with open(f"/proc/{daemon}/stat") as f:
+            jvm = int(f.read().rsplit(")", 1)[1].split()[1])
+        os.kill(jvm, signal.SIGKILL)
+
+
+def train(sc, hook):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((240, 8)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+    data = DataBlocks.from_numpy(sc, x, y, 4)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)).initialize(3)
+    trainer = DistributedTrainer(model, nn.CrossEntropyLoss(), Adam(lr=0.01), batch_size=40,
+                                 end_trigger=MaxEpoch(2), progress=False, snapshot_interval=4, fault_hook=hook)
+    trainer.fit(data)
+    data.unpersist()
+    return model.flat_parameters.copy()
+
+
+if __name__ == "__main__":
+    spark = get_or_create_session("local-cluster[2,1,1024]", conf={"spark.ui.enabled": "false",
+                                                                   "spark.task.maxFailures": "4"})
+    sc = spark.sparkContext
+    clean = train(sc, None)
+    faulty = train(sc, kill_executor_once)
+    print(json.dumps({"killed": os.path.exists(MARKER), "identical": bool(np.array_equal(clean, faulty)),
+                      "max_abs_diff": float(np.max(np.abs(clean - faulty)))}))
+    spark.stop()
