@@ -156,3 +156,23 @@ def test_broadcasts_and_cache_stay_bounded(spark):
     assert max(d for d, _ in depths[5:]) == min(d for d, _ in depths[5:])  # lineage does not grow
     assert max(c for _, c in depths) <= before + 3  # data + current state (+ clip/reduced)
     data.unpersist()
+
+
+def test_global_norm_clipping_matches_single_process(spark):
+    x, y = _data()
+    ref = _model()
+    ref_losses = _reference(ref, nn.CrossEntropyLoss(), SGD(lr=0.5, clip_norm=0.05), x, y, 20, 1, seed=5)
+    dist = _model()
+    summary, _ = _fit(spark, x, y, 2, dist, SGD(lr=0.5, clip_norm=0.05), epochs=1, num_blocks=3)
+    np.testing.assert_allclose(summary.loss, ref_losses, rtol=1e-5)
+    np.testing.assert_allclose(dist.flat_parameters, ref.flat_parameters, rtol=1e-5, atol=1e-6)
+
+
+def test_fp16_gradient_compression_stays_close(spark):
+    x, y = _data()
+    full, half = _model(), _model()
+    s32, _ = _fit(spark, x, y, 2, full, Adam(lr=0.01), epochs=1)
+    s16, _ = _fit(spark, x, y, 2, half, Adam(lr=0.01), epochs=1, compress="fp16")
+    np.testing.assert_allclose(s16.loss, s32.loss, rtol=2e-3)
+    assert not np.array_equal(full.flat_parameters, half.flat_parameters)  # compression really happened
+    np.testing.assert_allclose(half.flat_parameters, full.flat_parameters, atol=2e-3)
