@@ -19,6 +19,8 @@ __all__ = ["max_pool2d_forward", "max_pool2d_backward", "avg_pool2d_forward", "a
 def max_pool2d_forward(x, kh, kw, sh, sw, ph, pw, Ho, Wo):
     """Window maxima and their flat in-plane indices ``h*W + w`` (int32); padding never wins, NaN does."""
     P, H, W = x.shape
+    if kh == 2 and kw == 2 and sh == 2 and sw == 2 and ph == 0 and pw == 0 and 2 * Ho <= H and 2 * Wo <= W:
+        return _max_pool2x2(x, Ho, Wo)
     y = np.empty((P, Ho, Wo), x.dtype)
     idx = np.empty((P, Ho, Wo), np.int32)
     for p in prange(P):
@@ -30,29 +32,77 @@ def max_pool2d_forward(x, kh, kw, sh, sw, ph, pw, Ho, Wo):
                 w0 = ow * sw - pw
                 w1 = min(w0 + kw, W)
                 w0 = max(w0, 0)
-                best = -np.inf
+                best = x[p, h0, w0]
                 arg = h0 * W + w0
                 for h in range(h0, h1):
                     for w in range(w0, w1):
                         v = x[p, h, w]
-                        if v > best or np.isnan(v):
-                            best = v
-                            arg = h * W + w
+                        better = v > best or v != v  # first maximum wins; NaN propagates (as PyTorch)
+                        best = v if better else best
+                        arg = h * W + w if better else arg
                 y[p, oh, ow] = best
                 idx[p, oh, ow] = arg
     return y, idx
 
 
 @njit_parallel
-def max_pool2d_backward(grad_y, idx, H, W):
+def _max_pool2x2(x, Ho, Wo):
+    """Fast path of :func:`max_pool2d_forward` for 2x2 windows with stride 2 and no padding."""
+    P, H, W = x.shape
+    y = np.empty((P, Ho, Wo), x.dtype)
+    idx = np.empty((P, Ho, Wo), np.int32)
+    for p in prange(P):
+        for oh in range(Ho):
+            b0 = 2 * oh * W
+            for ow in range(np.uint64(Wo)):
+                w = ow + ow
+                best, arg = x[p, 2 * oh, w], b0 + w
+                v = x[p, 2 * oh, w + 1]
+                better = v > best or v != v
+                best, arg = (v, b0 + w + 1) if better else (best, arg)
+                v = x[p, 2 * oh + 1, w]
+                better = v > best or v != v
+                best, arg = (v, b0 + W + w) if better else (best, arg)
+                v = x[p, 2 * oh + 1, w + 1]
+                better = v > best or v != v
+                best, arg = (v, b0 + W + w + 1) if better else (best, arg)
+                y[p, oh, ow] = best
+                idx[p, oh, ow] = arg
+    return y, idx
+
+
+@njit_parallel
+def max_pool2d_backward(grad_y, idx, H, W, kh, kw, sh, sw, ph, pw):
     """Route each output gradient to its window's argmax (summing where windows overlap)."""
     P, Ho, Wo = grad_y.shape
+    if kh == 2 and kw == 2 and sh == 2 and sw == 2 and ph == 0 and pw == 0 and 2 * Ho <= H and 2 * Wo <= W:
+        return _max_pool2x2_backward(grad_y, idx, H, W)
     gx = np.zeros((P, H * W), grad_y.dtype)
     for p in prange(P):
         for oh in range(Ho):
             for ow in range(Wo):
                 gx[p, idx[p, oh, ow]] += grad_y[p, oh, ow]
     return gx.reshape(P, H, W)
+
+
+@njit_parallel
+def _max_pool2x2_backward(grad_y, idx, H, W):
+    """Fast path for disjoint 2x2 windows: every input cell is written once (no zero-fill pass, no scatter)."""
+    P, Ho, Wo = grad_y.shape
+    gx = np.empty((P, H, W), grad_y.dtype)
+    zero = grad_y.dtype.type(0)
+    for p in prange(P):
+        for oh in range(Ho):
+            b0 = 2 * oh * W
+            for ow in range(Wo):
+                g, a, w = grad_y[p, oh, ow], idx[p, oh, ow], 2 * ow
+                gx[p, 2 * oh, w] = g if a == b0 + w else zero
+                gx[p, 2 * oh, w + 1] = g if a == b0 + w + 1 else zero
+                gx[p, 2 * oh + 1, w] = g if a == b0 + W + w else zero
+                gx[p, 2 * oh + 1, w + 1] = g if a == b0 + W + w + 1 else zero
+            gx[p, 2 * oh:2 * oh + 2, 2 * Wo:] = zero  # odd width: last column is in no window
+        gx[p, 2 * Ho:, :] = zero
+    return gx
 
 
 @njit

@@ -100,8 +100,9 @@ class MaxPool2d(_WindowPool2d):
 
     def backward(self, cache, grad_y, grad_params):
         idx, shape = cache
+        (kh, kw), (sh, sw), (ph, pw) = self.kernel_size, self.stride, self.padding
         gy = np.ascontiguousarray(grad_y).reshape(idx.shape)
-        return K.max_pool2d_backward(gy, idx, shape[2], shape[3]).reshape(shape)
+        return K.max_pool2d_backward(gy, idx, shape[2], shape[3], kh, kw, sh, sw, ph, pw).reshape(shape)
 
 
 class AvgPool2d(_WindowPool2d):
