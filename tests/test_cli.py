@@ -1,4 +1,4 @@
-"""The README's main job, short version: train LeNet-5 on 10,000 MNIST images for one epoch on Spark,
+"""The README's main job, short version: train LeNet-5 on 20,000 MNIST images for one epoch on Spark,
 then reload the saved model with `sparkdl evaluate` and get the same accuracy."""
 import json
 import subprocess
@@ -17,8 +17,9 @@ def _run(args, cwd):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("cli")
-    result = _run(["train", "--model", "lenet5", "--dataset", "mnist", "--limit", "10000", "--epochs", "1", "--batch-size", "64", "--lr", "0.002",
-                   "--master", "local[2]", "--output", str(cwd / "run"), "--no-progress"], cwd)
+    result = _run(["train", "--model", "lenet5", "--dataset", "mnist", "--limit", "20000", "--epochs", "1",
+                   "--batch-size", "128", "--lr", "0.003", "--warmup-epochs", "0", "--master", "local[2]",
+                   "--output", str(cwd / "run"), "--no-progress"], cwd)
     return cwd, result
 
 

@@ -50,7 +50,12 @@ def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", 
     builder = SparkSession.builder.appName(app_name)
     if master is not None or "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit
         builder = builder.master(master or "local[*]")
-    settings = {**RECOMMENDED_CONF, "spark.executorEnv.NUMBA_CACHE_DIR": default_numba_cache_dir(), **(conf or {})}
+    settings = dict(RECOMMENDED_CONF)
+    if not (master or "local").startswith("local"):
+        # Remote executors may not be able to write next to an installed package: give numba a
+        # writable cache. (Local executors share the driver's cache, so kernels compile once.)
+        settings["spark.executorEnv.NUMBA_CACHE_DIR"] = default_numba_cache_dir()
+    settings.update(conf or {})
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
