@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -143,6 +144,8 @@ def evaluate(args) -> dict:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("sparkdl").setLevel(logging.INFO)  # validation lines, data source used
     result = train(args) if args.command == "train" else evaluate(args)
     if args.json:
         print(json.dumps(result))

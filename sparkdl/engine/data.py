@@ -157,8 +157,13 @@ class DataBlocks:
         n = num_partitions or sc.defaultParallelism
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"DataBlocks.from_numpy: num_partitions must be an int >= 1, got {num_partitions!r}")
-        bounds = np.linspace(0, len(x), n + 1).round().astype(int)
-        chunks = [(x[bounds[i]:bounds[i + 1]], y[bounds[i]:bounds[i + 1]]) for i in range(n)]
+        # Several chunks of <= ~16 MB per partition keep each serialized record small for the JVM;
+        # parallelize() gives each partition a contiguous run of chunks, so row order is kept.
+        row_bytes = max(1, x[:1].nbytes)
+        per_part = max(1, -(-len(x) // n))
+        pieces = max(1, -(-per_part * row_bytes // (16 << 20)))
+        bounds = np.linspace(0, len(x), n * pieces + 1).round().astype(int)
+        chunks = [(x[bounds[i]:bounds[i + 1]], y[bounds[i]:bounds[i + 1]]) for i in range(n * pieces)]
         return cls.from_blocks(sc.parallelize(chunks, n), storage_level)
 
     @classmethod

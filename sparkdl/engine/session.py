@@ -23,6 +23,8 @@ RECOMMENDED_CONF = {
     # tqdm shows progress on the driver; Spark's console bar would interleave with it.
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # In local mode the driver JVM is also the executor that caches the training data.
+    "spark.driver.memory": "4g",
 }
 
 

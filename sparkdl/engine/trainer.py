@@ -323,9 +323,12 @@ class DistributedTrainer:
             scores = evaluate(self.model, val, self.validation_metrics, batch_size=self.validation_batch_size)
             self.state.score = float(scores[self.validation_metrics[0].name])
             self.summary.add_validation({"iteration": self.state.iteration, "epoch": self.state.epoch, **scores})
+            line = f"epoch {self.state.epoch} iteration {self.state.iteration}: " + \
+                ", ".join(f"{k}={v:.4f}" for k, v in scores.items())
             if bar is not None:
-                bar.write(f"epoch {self.state.epoch} iteration {self.state.iteration}: " +
-                          ", ".join(f"{k}={v:.4f}" for k, v in scores.items()))
+                bar.write(line)
+            else:
+                log.info(line)
         if self.checkpoint_dir is not None and self.checkpoint_trigger(self.state):
             self._save_checkpoint()
 
