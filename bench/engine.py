@@ -105,8 +105,12 @@ def run(rank):
 if __name__ == "__main__":
     mp.spawn(run, nprocs=2)
 """
+    import tempfile
     try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+            f.write(code)  # mp.spawn needs an importable main module, not `python -c`
+        out = subprocess.run([sys.executable, f.name], capture_output=True, text=True, timeout=300)
+        os.unlink(f.name)
         return float(out.stdout.strip().splitlines()[-1])
     except Exception as e:  # torch missing or gloo unavailable
         print(f"gloo allreduce unavailable: {e}", file=sys.stderr)
