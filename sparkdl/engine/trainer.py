@@ -175,6 +175,7 @@ class DistributedTrainer:
         finally:
             self.summary.close()
             self._replace_state_rdd(None)
+            data.rdd.context.setJobDescription(None)  # do not label the caller's later jobs
         return self.summary
 
     # ------------------------------------------------------------------ setup
@@ -320,7 +321,8 @@ class DistributedTrainer:
     # ------------------------------------------------------------------ triggers
     def _after_iteration(self, val, bar):
         if val is not None and self.validation_trigger(self.state):
-            scores = evaluate(self.model, val, self.validation_metrics, batch_size=self.validation_batch_size)
+            scores = evaluate(self.model, val, self.validation_metrics, batch_size=self.validation_batch_size,
+                              integer_labels=self.num_classes is not None or val.label_kind == "i")
             self.state.score = float(scores[self.validation_metrics[0].name])
             self.summary.add_validation({"iteration": self.state.iteration, "epoch": self.state.epoch, **scores})
             line = f"epoch {self.state.epoch} iteration {self.state.iteration}: " + \

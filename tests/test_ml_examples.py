@@ -1,0 +1,59 @@
+"""Real data through the Spark ML stages: the census-income pipeline example on a subset, and LeNet-5 on MNIST
+as a DataFrame of flat vectors reshaped by featureShape. Skipped when the datasets are not in the local cache
+(no download during tests)."""
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+from pyspark.ml.linalg import Vectors, VectorUDT
+from pyspark.sql.types import DoubleType, StructField, StructType
+
+EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+                       "census_income_pipeline.py")
+
+
+def _census_cached():
+    from sparkdl.datasets import get_data_home
+    d = get_data_home() / "census-income"
+    return (d / "census-income.data").exists() and (d / "census-income.test").exists()
+
+
+@pytest.mark.skipif(not _census_cached(), reason="Census-Income not in the dataset cache")
+def test_census_pipeline_example_on_a_subset(spark):
+    spec = importlib.util.spec_from_file_location("census_income_pipeline", EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    res = example.run(spark, train_rows=3000, test_rows=1500, epochs=1, batch_size=250, hidden=(32,), lr=1e-2,
+                      logreg_max_iter=10)
+    assert res["train_rows"] == 3000 and res["test_rows"] == 1500 and res["features"] > 300
+    assert res["reloaded_identical"] is True
+    assert res["sparkdl_auc"] > 0.85
+    assert res["sparkdl_auc"] > res["logreg_auc"] - 0.05
+
+
+def _mnist():
+    from sparkdl.datasets import fetch_mnist
+    try:
+        return fetch_mnist(download=False)
+    except FileNotFoundError:
+        pytest.skip("MNIST not in the dataset cache")
+
+
+def test_lenet5_on_mnist_dataframe(spark):
+    from sparkdl import models
+    from sparkdl.ml import DLClassifier
+    (x, y), (xt, yt) = _mnist()
+    schema = StructType([StructField("features", VectorUDT()), StructField("label", DoubleType())])
+
+    def frame(images, labels):
+        flat = (images.reshape(len(images), -1) / 255.0).tolist()
+        return spark.createDataFrame([(Vectors.dense(f), float(t)) for f, t in zip(flat, labels)], schema)
+    train, test = frame(x[:2000], y[:2000]), frame(xt[:1000], yt[:1000])
+    clf = DLClassifier(network=models.lenet5().initialize(0), featureShape=[1, 28, 28], maxEpoch=1, batchSize=100,
+                       learningRate=5e-3)
+    model = clf.fit(train)
+    assert model.getFeatureShape() == [1, 28, 28] and len(model.summary.iterations) == 20
+    pred = np.array([r["prediction"] for r in model.transform(test).select("prediction").collect()])
+    accuracy = float(np.mean(pred == yt[:1000]))
+    assert accuracy > 0.6, accuracy
