@@ -4,7 +4,14 @@ Subpackages
 -----------
 kernels   numba kernels (private; forward and backward side by side)
 nn        layers, containers, losses, initializers over one flat parameter vector
-optim     optimizers and learning-rate schedules over flat shards
+optim     optimizers, clipping and learning-rate schedules over flat shards
+metrics   mergeable validation metrics
+trainer   the single-process trainer (the reference the engine is tested against)
+engine    the Spark engine: cached data blocks, block AllReduce over shuffle, driver loop, inference
+ml        Spark ML Estimator/Model stages
+io        model files and checkpoints (data, never pickle)
+datasets  MNIST, Fashion-MNIST, Census-Income loaders
+jvm       the one module that talks to Spark's JVM (py4j)
 """
 __version__ = "0.1.0.dev0"
 
