@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 from pyspark.accumulators import AccumulatorParam
 
-from sparkdl.engine.allreduce import mean_gradient, sum_block, update_shard
+from sparkdl.engine.allreduce import mean_gradient, split_blocks, sum_block, update_shard
 from sparkdl.engine.plan import local_schedule
 from sparkdl.engine.worker import dropout_rng, local_gradient, set_task_threads
 
@@ -126,9 +126,8 @@ def gradient_task(ctx: IterationContext, p: int, blocks):
     if fit.compress == "fp16":
         grad = grad.astype(np.float16)
     extra = (model.flat_buffers * np.float32(n), n) if model.flat_buffers.size else (None, n)
-    b = fit.bounds
-    for k in range(len(b) - 1):
-        yield k, (GRAD, (p, grad[b[k]:b[k + 1]], loss_sum if k == 0 else 0.0, norm, extra if k == 0 else None))
+    for k, block in enumerate(split_blocks(grad, fit.bounds)):
+        yield k, (GRAD, (p, block, loss_sum if k == 0 else 0.0, norm, extra if k == 0 else None))
 
 
 GRAD, STATE, REDUCED = "g", "s", "r"

@@ -20,7 +20,7 @@ import numpy as np
 from pyspark import StorageLevel
 
 from sparkdl.engine import tasks
-from sparkdl.engine.allreduce import block_bounds
+from sparkdl.engine.allreduce import block_bounds, merge_blocks
 from sparkdl.engine.broadcast import CloudBroadcast
 from sparkdl.engine.data import DataBlocks
 from sparkdl.engine.inference import evaluate
@@ -287,7 +287,7 @@ class DistributedTrainer:
         self._replace_state_rdd(updated, bc_w)
 
     def _apply_results(self, results, epoch, i, g, lr, sizes, t0, bar):
-        new_w = np.concatenate([results[k][0] for k in range(len(results))])
+        new_w = merge_blocks(((k, shard) for k, (shard, _) in results.items()), self._bounds)
         loss_sum, norm_sum, buf, n = results[0][1]
         loss = loss_sum / norm_sum if norm_sum > 0 else math.nan
         if not math.isfinite(loss) or not np.isfinite(new_w).all():
