@@ -9,6 +9,10 @@ shapes and label ranges, so bad data is reported — naming partition and row �
 """
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -164,7 +168,9 @@ class DataBlocks:
         pieces = max(1, -(-per_part * row_bytes // (16 << 20)))
         bounds = np.linspace(0, len(x), n * pieces + 1).round().astype(int)
         chunks = [(x[bounds[i]:bounds[i + 1]], y[bounds[i]:bounds[i + 1]]) for i in range(n * pieces)]
-        return cls.from_blocks(sc.parallelize(chunks, n), storage_level)
+        blocks = sc.parallelize(chunks, n).mapPartitionsWithIndex(
+            lambda p, it: [_normalize_block(p, it)], preservesPartitioning=True)
+        return cls._cache_and_inspect(blocks, storage_level, checkpoint=True)
 
     @classmethod
     def from_blocks(cls, rdd, storage_level=StorageLevel.MEMORY_AND_DISK) -> "DataBlocks":
@@ -174,8 +180,10 @@ class DataBlocks:
         return cls._cache_and_inspect(blocks, storage_level)
 
     @classmethod
-    def _cache_and_inspect(cls, blocks, storage_level) -> "DataBlocks":
+    def _cache_and_inspect(cls, blocks, storage_level, checkpoint: bool = False) -> "DataBlocks":
         blocks = blocks.persist(storage_level)
+        if checkpoint:
+            _checkpoint_driver_data(blocks)
         summaries = blocks.mapPartitionsWithIndex(
             lambda p, it: [_summarize(p, next(iter(it)))]).collect()
         problems = [s.problem for s in summaries if s.problem]
@@ -217,6 +225,28 @@ class DataBlocks:
 
     def unpersist(self) -> None:
         self.rdd.unpersist()
+
+
+def _checkpoint_driver_data(rdd) -> None:
+    """Mark ``rdd`` (derived from ``sc.parallelize`` of driver arrays) for a reliable checkpoint.
+
+    Without it, every task over the data — each training iteration — would carry its partition's
+    arrays inside the serialized task (Spark keeps parallelized data in the partition objects), even
+    though the partition is cached. The checkpoint replaces that lineage by files, so tasks stay small
+    and lost partitions can still be recomputed. Uses the SparkContext's checkpoint directory; with
+    none set and a local master, sets one in a temporary directory removed at exit. On a cluster
+    without a checkpoint directory the data stay in the lineage (a warning says how to fix that)."""
+    sc = rdd.context
+    if sc.getCheckpointDir() is None:
+        if not sc.master.startswith("local"):
+            warnings.warn("DataBlocks.from_numpy: no checkpoint directory is set, so every training task "
+                          "carries its partition's data; call sc.setCheckpointDir(<a path all executors can "
+                          "read, e.g. on HDFS>) first", RuntimeWarning, stacklevel=3)
+            return
+        directory = tempfile.mkdtemp(prefix="sparkdl-checkpoint-")
+        atexit.register(shutil.rmtree, directory, True)
+        sc.setCheckpointDir(directory)
+    rdd.checkpoint()
 
 
 def _first_bad_label(y: np.ndarray, num_classes: int):

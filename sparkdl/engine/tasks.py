@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 from pyspark.accumulators import AccumulatorParam
 
+from sparkdl.engine import local_cache
 from sparkdl.engine.allreduce import mean_gradient, split_blocks, sum_block, update_shard
 from sparkdl.engine.plan import local_schedule
 from sparkdl.engine.worker import dropout_rng, local_gradient, set_task_threads
@@ -58,6 +59,7 @@ class FitContext:
     compress: str | None
     threads: int | None
     fault_hook: Callable | None = None
+    data_key: str | None = None  # names the executor-local copies of the training partitions
 
 
 @dataclass
@@ -100,19 +102,36 @@ def _local_rows(fit: FitContext, epoch: int, iteration: int, p: int) -> np.ndarr
     return rows[starts[iteration]:starts[iteration + 1]]
 
 
+def _partition_data(fit: FitContext, p: int, items: list):
+    """Partition ``p``'s ``(x, y)``: from the task input (a full pass, which also refreshes the executor-local
+    copy) or, over an empty view, from the executor-local copy; ``None`` if there is none."""
+    if items:
+        if fit.data_key is not None:
+            local_cache.store(fit.data_key, p, *items[0])
+        return items[0]
+    return local_cache.load(fit.data_key, p) if fit.data_key is not None else None
+
+
 def gradient_task(ctx: IterationContext, p: int, blocks):
     """Stage 1 for partition ``p``: yields ``(k, (GRAD, (p, grad_block_k, loss_sum, normalizer, extra)))``
-    for every block k; ``extra`` (on block 0 only) is ``(buffer_sum_weighted, n)`` for BatchNorm statistics."""
+    for every block k; ``extra`` (on block 0 only) is ``(buffer_sum_weighted, n)`` for BatchNorm statistics.
+    Without the partition's data (an empty view on an executor with no local copy) it yields
+    ``(k, (MISS, p))`` for every block instead, and the driver reruns the iteration on the full data."""
     items = list(blocks)  # drain the iterator: keeps the Python worker reusable
     fit: FitContext = ctx.fit.value
     _maybe_fail(fit, "gradient", p, ctx)
-    if not items or fit.offsets[p + 1] == fit.offsets[p]:
+    if fit.offsets[p + 1] == fit.offsets[p]:
         return
     idx = np.sort(_local_rows(fit, ctx.epoch, ctx.iteration, p))
     n = len(idx)
     if n == 0:
         return
-    x, y = items[0]
+    data = _partition_data(fit, p, items)
+    if data is None:
+        for k in range(len(fit.bounds) - 1):
+            yield k, (MISS, p)
+        return
+    x, y = data
     set_task_threads(fit.threads)
     model = fit.model
     w, buffers = ctx.weights.value
@@ -130,15 +149,16 @@ def gradient_task(ctx: IterationContext, p: int, blocks):
         yield k, (GRAD, (p, block, loss_sum if k == 0 else 0.0, norm, extra if k == 0 else None))
 
 
-GRAD, STATE, REDUCED = "g", "s", "r"
+GRAD, STATE, REDUCED, MISS = "g", "s", "r", "m"
 
 
 def _reduce(k: int, size: int, records):
     """Sum the gradient parts of block k; pass the shard's state (and an already reduced block) through.
 
     Parts are summed in the order of their source partition, not in shuffle arrival order, so the sum
-    — and the whole run — is bit-reproducible whatever order the shuffle delivers them in."""
-    parts, state, reduced = [], None, None
+    — and the whole run — is bit-reproducible whatever order the shuffle delivers them in. The reduced
+    value is ``None`` when a partition reported a :data:`MISS` (the iteration must be rerun)."""
+    parts, state, reduced, missed = [], None, None, False
     for _, (kind, value) in records:
         if kind == GRAD:
             parts.append(value)
@@ -146,6 +166,10 @@ def _reduce(k: int, size: int, records):
             state = value
         elif kind == REDUCED:
             reduced = value
+        elif kind == MISS:
+            missed = True
+    if missed:
+        return None, state
     if reduced is not None:  # second pass of a clip_norm iteration: the block was summed in the first
         return reduced, state
     parts.sort(key=lambda part: part[0])
@@ -169,9 +193,14 @@ def reduce_update_task(ctx: IterationContext, results, k: int, records):
     fit: FitContext = ctx.fit.value
     _maybe_fail(fit, "reduce", k, ctx)
     lo, hi = int(fit.bounds[k]), int(fit.bounds[k + 1])
-    (grad_sum, loss_sum, norm_sum, buf, n), state = _reduce(k, hi - lo, records)
+    reduced, state = _reduce(k, hi - lo, records)
     if state is None:
         raise RuntimeError(f"sparkdl: the optimizer state of shard {k} is missing from its reduce task")
+    if reduced is None:  # a partition had no local data: leave shard k as it was
+        results.add({k: MISS})
+        yield k, (STATE, state)
+        return
+    grad_sum, loss_sum, norm_sum, buf, n = reduced
     state = {key: (v.copy() if isinstance(v, np.ndarray) and not v.flags.writeable else v)
              for key, v in state.items()}
     w, _ = ctx.weights.value
@@ -187,7 +216,7 @@ def reduce_only_task(ctx: IterationContext, k: int, records):
     _maybe_fail(fit, "reduce", k, ctx)
     lo, hi = int(fit.bounds[k]), int(fit.bounds[k + 1])
     reduced, state = _reduce(k, hi - lo, records)
-    yield k, (REDUCED, reduced)
+    yield k, ((MISS, k) if reduced is None else (REDUCED, reduced))
     yield k, (STATE, state)
 
 

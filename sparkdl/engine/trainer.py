@@ -28,11 +28,14 @@ from sparkdl.engine.plan import batch_sizes
 from sparkdl.engine.summary import TrainSummary
 from sparkdl.engine.triggers import EveryEpoch, MaxEpoch, TrainingState, Trigger
 from sparkdl.trainer import sum_reduction
-from sparkdl.jvm import count_on_jvm, set_jvm_log_level
+from sparkdl.jvm import count_on_jvm, empty_view, set_jvm_log_level
 
 __all__ = ["DistributedTrainer", "TrainingDivergedError"]
 
 log = logging.getLogger("sparkdl.engine")
+
+#: Parameters per AllReduce block when ``num_blocks`` is not given (4 MB of float32).
+BLOCK_PARAMETERS = 1 << 20
 
 
 class TrainingDivergedError(FloatingPointError):
@@ -74,7 +77,9 @@ class DistributedTrainer:
     seed : int
         Source of all randomness (shuffling, Dropout).
     num_blocks : int, optional
-        AllReduce blocks K (default: number of data partitions).
+        AllReduce blocks K, i.e. reduce tasks per iteration. Default: one per :data:`BLOCK_PARAMETERS`
+        parameters, at most one per data partition (each reduce task is a fixed cost of tens of
+        milliseconds, so small models use one block; measured in bench/RESULTS.md).
     compress : {None, 'fp16'}
         Send gradient blocks as float16 (summed in float32; weights stay float32).
     validation_trigger : Trigger, optional
@@ -95,6 +100,11 @@ class DistributedTrainer:
         Iterations between driver-side snapshots used to recover from executor loss.
     max_recoveries : int
         How many failed iterations to recover from (by replay from the last snapshot) before giving up.
+    local_data_copy : bool
+        After the first iteration, read each partition's mini-batch rows from an executor-local copy of the
+        partition (``.npy`` files in Spark's local directory, memory-mapped) instead of streaming the whole
+        cached partition from the JVM to Python every iteration (see :mod:`sparkdl.engine.local_cache`).
+        Costs the raw data size once per executor in local disk/page cache.
     fault_hook : callable, optional
         Testing aid: ``hook(stage=, partition=, epoch=, iteration=, attempt=)`` called inside every task.
 
@@ -109,7 +119,8 @@ class DistributedTrainer:
                  validation_trigger: Trigger | None = None, validation_metrics=(), validation_batch_size: int = 1024,
                  checkpoint_dir: str | None = None, checkpoint_trigger: Trigger | None = None, keep_checkpoints: int = 3,
                  log_dir: str | None = None, num_classes: int | None = None, threads_per_task: int | None = None,
-                 progress: bool = True, snapshot_interval: int = 50, max_recoveries: int = 3, fault_hook=None):
+                 progress: bool = True, snapshot_interval: int = 50, max_recoveries: int = 3, local_data_copy: bool = True,
+                 fault_hook=None):
         from sparkdl.nn.module import Module
         if not isinstance(model, Module):
             raise TypeError(f"DistributedTrainer: model must be a sparkdl.nn.Module, got {type(model).__name__}")
@@ -136,6 +147,7 @@ class DistributedTrainer:
         self.log_dir, self.num_classes, self.threads_per_task = log_dir, num_classes, threads_per_task
         self.progress, self.snapshot_interval, self.max_recoveries = progress, snapshot_interval, max_recoveries
         self.fault_hook = fault_hook
+        self.local_data_copy = bool(local_data_copy)
         self.summary: TrainSummary | None = None
         self.state = TrainingState()
         self._state_rdd = self._state_broadcast = None
@@ -195,7 +207,7 @@ class DistributedTrainer:
         # Unpersisting last iteration's locally checkpointed state RDD is intended: do not warn each time.
         set_jvm_log_level(sc, "org.apache.spark.api.python.PythonRDD", "ERROR")
         P = self.model.num_parameters()
-        K = self.num_blocks or data.num_partitions
+        K = self.num_blocks or min(data.num_partitions, -(-P // BLOCK_PARAMETERS))
         bounds = block_bounds(P, K)
         if self.optimizer.layout is None:
             self.optimizer.configure(self.model.parameter_layout())
@@ -206,7 +218,10 @@ class DistributedTrainer:
         offsets = np.concatenate([[0], np.cumsum(data.sizes)]).astype(np.int64)
         fit_ctx = tasks.FitContext(self.model.copy(), sum_reduction(self.loss), self.optimizer, bounds, offsets,
                                    self.batch_size, self.seed, self.shuffle, integer_labels, self.compress,
-                                   self.threads_per_task, self.fault_hook)
+                                   self.threads_per_task, self.fault_hook,
+                                   f"{sc.applicationId}-{data.rdd.id()}" if self.local_data_copy else None)
+        self._local_view = empty_view(data.rdd) if self.local_data_copy else None
+        self._local_copies_ready = False
         self._bc_fit = CloudBroadcast(sc, fit_ctx)
         self._results = sc.accumulator({}, tasks.ShardResults())
         self._bounds = bounds
@@ -253,8 +268,19 @@ class DistributedTrainer:
         t0 = time.perf_counter()
         bc_w = sc.broadcast((self.model.flat_parameters.copy(), self.model.flat_buffers.copy()))
         ctx = tasks.IterationContext(self._bc_fit, bc_w, epoch, i, g, lr)
+        while not self._try_step(data, ctx):
+            # An executor had no local copy of its partition: rerun on the full data (restores the copies).
+            log.info("sparkdl: iteration %d reran on the full partitions (no executor-local copy yet)", g + 1)
+            self._local_copies_ready = False
+        self._local_copies_ready = self._local_view is not None
+        self._apply_results(self._results.value, epoch, i, g, lr, sizes, t0, bar)
+
+    def _try_step(self, data, ctx) -> bool:
+        """Run one iteration's job; False (and nothing changed) if a partition had no local data."""
+        sc, bc_w, g = self._sc, ctx.weights, ctx.global_iteration
         K = len(self._bounds) - 1
-        grads = data.rdd.mapPartitionsWithIndex(partial(tasks.gradient_task, ctx)).partitionBy(K, _identity)
+        source = self._local_view if self._local_copies_ready else data.rdd
+        grads = source.mapPartitionsWithIndex(partial(tasks.gradient_task, ctx)).partitionBy(K, _identity)
         # Same partitioner as the cached state RDD: the union is co-partitioned, the state does not move.
         joined = grads.union(self._state_rdd)
         self._results.value = {}
@@ -277,14 +303,17 @@ class DistributedTrainer:
             if stage2 is not joined:
                 stage2.unpersist()
         results = self._results.value
+        if any(isinstance(r, str) for r in results.values()):  # tasks.MISS: the old state stays
+            updated.unpersist()
+            return False
         if len(results) != K:
             updated.unpersist()
             bc_w.destroy()
             raise RuntimeError(f"sparkdl: iteration {g + 1} returned {len(results)} of {K} weight shards")
-        self._apply_results(results, epoch, i, g, lr, sizes, t0, bar)
         # The cached state RDD's own task closure references this iteration's weight broadcast: it is
         # destroyed together with that RDD, one iteration later.
         self._replace_state_rdd(updated, bc_w)
+        return True
 
     def _apply_results(self, results, epoch, i, g, lr, sizes, t0, bar):
         new_w = merge_blocks(((k, shard) for k, (shard, _) in results.items()), self._bounds)
