@@ -150,6 +150,10 @@ class DataBlocks:
         """Distribute driver-side arrays as ``num_partitions`` contiguous blocks (default
         ``sc.defaultParallelism``) and cache them.
 
+        The cached RDD is also checkpointed once (to ``sc.getCheckpointDir()``; local masters without one
+        get a temporary directory) so that training tasks do not carry the arrays; see the README's
+        cluster section.
+
         Raises
         ------
         ValueError

@@ -117,10 +117,11 @@ class DistributedTrainer:
     def __init__(self, model, loss, optimizer, *, batch_size: int, end_trigger: Trigger | None = None,
                  seed: int = 0, num_blocks: int | None = None, compress: str | None = None, shuffle: bool = True,
                  validation_trigger: Trigger | None = None, validation_metrics=(), validation_batch_size: int = 1024,
-                 checkpoint_dir: str | None = None, checkpoint_trigger: Trigger | None = None, keep_checkpoints: int = 3,
+                 checkpoint_dir: str | None = None, checkpoint_trigger: Trigger | None = None,
+                 keep_checkpoints: int = 3,
                  log_dir: str | None = None, num_classes: int | None = None, threads_per_task: int | None = None,
-                 progress: bool = True, snapshot_interval: int = 50, max_recoveries: int = 3, local_data_copy: bool = True,
-                 fault_hook=None):
+                 progress: bool = True, snapshot_interval: int = 50, max_recoveries: int = 3,
+                 local_data_copy: bool = True, fault_hook=None):
         from sparkdl.nn.module import Module
         if not isinstance(model, Module):
             raise TypeError(f"DistributedTrainer: model must be a sparkdl.nn.Module, got {type(model).__name__}")
@@ -386,7 +387,8 @@ class DistributedTrainer:
 
     def _take_snapshot(self, states=None) -> _Snapshot:
         schedule = getattr(self.optimizer, "schedule", None)
-        return _Snapshot(self.state.iteration, self.state.epoch, self._iteration_in_epoch, self.model.flat_parameters.copy(),
+        return _Snapshot(self.state.iteration, self.state.epoch, self._iteration_in_epoch,
+                         self.model.flat_parameters.copy(),
                          self.model.flat_buffers.copy(), states if states is not None else self._collect_states(),
                          schedule.state_dict() if schedule is not None and hasattr(schedule, "state_dict") else None)
 
