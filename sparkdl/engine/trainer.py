@@ -1,9 +1,9 @@
 """The driver loop of synchronous data-parallel training on Spark (BigDL's ``DistriOptimizer``).
 
-One iteration is one Spark job of two stages (see DESIGN.md): stage 1 computes each cached partition's
-summed gradient and cuts it into K blocks; the shuffle routes block k to task k of stage 2, which sums it,
-divides by the global normalizer and — zipped with shard k's optimizer state, cached on the executors —
-applies the optimizer. The driver gathers the new shards, broadcasts them for the next iteration and
+One iteration is one Spark job of two stages (see DESIGN.md and :mod:`sparkdl.engine.iteration`): stage 1
+computes each cached partition's summed gradient and cuts it into K blocks; the shuffle routes block k to
+task k of stage 2, which sums it, divides by the global normalizer and — zipped with shard k's optimizer
+state, cached on the executors — applies the optimizer. The driver gathers the new shards, broadcasts them for the next iteration and
 destroys the previous broadcast. Shard states never pass through the driver, except in snapshots (every
 ``snapshot_interval`` iterations and at checkpoints) used to recover from a lost executor by replaying
 the iterations since the snapshot — bit-identically, since every iteration is deterministic.
@@ -14,7 +14,6 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 from pyspark import StorageLevel
@@ -24,11 +23,12 @@ from sparkdl.engine.allreduce import block_bounds, merge_blocks
 from sparkdl.engine.broadcast import CloudBroadcast
 from sparkdl.engine.data import DataBlocks
 from sparkdl.engine.inference import evaluate
+from sparkdl.engine.iteration import block_id, run_iteration
 from sparkdl.engine.plan import batch_sizes
 from sparkdl.engine.summary import TrainSummary
 from sparkdl.engine.triggers import EveryEpoch, MaxEpoch, TrainingState, Trigger
 from sparkdl.trainer import sum_reduction
-from sparkdl.jvm import count_on_jvm, empty_view, set_jvm_log_level
+from sparkdl.jvm import empty_view, set_jvm_log_level
 
 __all__ = ["DistributedTrainer", "TrainingDivergedError"]
 
@@ -40,10 +40,6 @@ BLOCK_PARAMETERS = 1 << 20
 
 class TrainingDivergedError(FloatingPointError):
     """The loss or the updated weights became NaN or infinite; training stopped (checkpoints kept)."""
-
-
-def _identity(k):
-    return k
 
 
 @dataclass
@@ -269,44 +265,20 @@ class DistributedTrainer:
         t0 = time.perf_counter()
         bc_w = sc.broadcast((self.model.flat_parameters.copy(), self.model.flat_buffers.copy()))
         ctx = tasks.IterationContext(self._bc_fit, bc_w, epoch, i, g, lr)
-        while not self._try_step(data, ctx):
-            # An executor had no local copy of its partition: rerun on the full data (restores the copies).
-            log.info("sparkdl: iteration %d reran on the full partitions (no executor-local copy yet)", g + 1)
-            self._local_copies_ready = False
-        self._local_copies_ready = self._local_view is not None
-        self._apply_results(self._results.value, epoch, i, g, lr, sizes, t0, bar)
-
-    def _try_step(self, data, ctx) -> bool:
-        """Run one iteration's job; False (and nothing changed) if a partition had no local data."""
-        sc, bc_w, g = self._sc, ctx.weights, ctx.global_iteration
         K = len(self._bounds) - 1
-        source = self._local_view if self._local_copies_ready else data.rdd
-        grads = source.mapPartitionsWithIndex(partial(tasks.gradient_task, ctx)).partitionBy(K, _identity)
-        # Same partitioner as the cached state RDD: the union is co-partitioned, the state does not move.
-        joined = grads.union(self._state_rdd)
-        self._results.value = {}
-        stage2 = joined
-        if self.optimizer.clip_norm is not None:
-            stage2 = joined.mapPartitionsWithIndex(partial(tasks.reduce_only_task, ctx), preservesPartitioning=True)
-            stage2.persist(StorageLevel.MEMORY_AND_DISK)
-            ctx.grad_sq_norm = math.fsum(stage2.map(partial(tasks.square_norm_task, ctx)).collect())
-        updated = stage2.mapPartitionsWithIndex(partial(tasks.reduce_update_task, ctx, self._results),
-                                                preservesPartitioning=True)
-        updated.persist(StorageLevel.MEMORY_AND_DISK)
-        updated.localCheckpoint()  # truncate lineage once materialized: iteration 10,000 costs what 10 costs
         try:
-            count_on_jvm(updated)  # no extra Python pass: the new shards arrive through the accumulator
+            while True:
+                source = self._local_view if self._local_copies_ready else data.rdd
+                updated = run_iteration(source, self._state_rdd, ctx, self._results, K, self.optimizer.clip_norm)
+                if updated is not None:
+                    break
+                # An executor had no local copy of its partition: rerun on the full data (restores the copies).
+                log.info("sparkdl: iteration %d reran on the full partitions (no executor-local copy yet)", g + 1)
+                self._local_copies_ready = False
         except BaseException:
-            updated.unpersist()
             bc_w.destroy()
             raise
-        finally:
-            if stage2 is not joined:
-                stage2.unpersist()
         results = self._results.value
-        if any(isinstance(r, str) for r in results.values()):  # tasks.MISS: the old state stays
-            updated.unpersist()
-            return False
         if len(results) != K:
             updated.unpersist()
             bc_w.destroy()
@@ -314,7 +286,8 @@ class DistributedTrainer:
         # The cached state RDD's own task closure references this iteration's weight broadcast: it is
         # destroyed together with that RDD, one iteration later.
         self._replace_state_rdd(updated, bc_w)
-        return True
+        self._local_copies_ready = self._local_view is not None
+        self._apply_results(results, epoch, i, g, lr, sizes, t0, bar)
 
     def _apply_results(self, results, epoch, i, g, lr, sizes, t0, bar):
         new_w = merge_blocks(((k, shard) for k, (shard, _) in results.items()), self._bounds)
@@ -368,7 +341,7 @@ class DistributedTrainer:
     def _set_state_rdd(self, states):
         """Ship shard states to the executors (at the start, on resume and on recovery only)."""
         records = [(k, (tasks.STATE, s)) for k, s in enumerate(states)]
-        rdd = self._sc.parallelize(records, len(states)).partitionBy(len(states), _identity)
+        rdd = self._sc.parallelize(records, len(states)).partitionBy(len(states), block_id)
         self._replace_state_rdd(rdd.persist(StorageLevel.MEMORY_AND_DISK))
 
     def _replace_state_rdd(self, updated, broadcast=None):
