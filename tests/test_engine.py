@@ -183,11 +183,10 @@ def _drop_local_copies_at(at):
     copies (and the worker's open maps), as if the task had landed on an executor without them."""
     def hook(stage, partition, epoch, iteration, attempt):
         if stage == "gradient" and iteration == at:
-            import os
             import shutil
 
             from sparkdl.engine import local_cache
-            shutil.rmtree(os.path.join(os.environ["SPARK_LOCAL_DIRS"].split(",")[0], "sparkdl-data"), True)
+            shutil.rmtree(local_cache.root(), True)
             local_cache._OPEN.clear()
     return hook
 
@@ -208,8 +207,8 @@ def test_local_data_copies_missing_rerun_identically(spark, caplog):
     assert len(reruns) <= 3
     np.testing.assert_array_equal(summary.loss, ref_summary.loss)
     np.testing.assert_array_equal(model.flat_parameters, ref.model.flat_parameters)
-    local_dir = spark.sparkContext.parallelize([0], 1).map(
-        lambda _: __import__("os").environ["SPARK_LOCAL_DIRS"].split(",")[0]).collect()[0]
+    from sparkdl.engine import local_cache
+    copies = spark.sparkContext.parallelize([0], 1).map(lambda _: local_cache.root()).collect()[0]
     import glob
-    assert len(glob.glob(f"{local_dir}/sparkdl-data/*/part-0000[01]-x.npy")) >= 2
+    assert len(glob.glob(f"{copies}/*/part-0000[01]-x.npy")) >= 2
     data.unpersist()

@@ -83,6 +83,11 @@ def _normalize_block(partition: int, blocks) -> tuple[np.ndarray, np.ndarray] | 
     return np.concatenate(xs).astype(np.float32, copy=False), np.concatenate(ys)
 
 
+def _normalized(rdd):
+    """One ``(x, y)`` block (or a problem string) per partition of an RDD of numpy block pairs."""
+    return rdd.mapPartitionsWithIndex(lambda p, it: [_normalize_block(p, it)], preservesPartitioning=True)
+
+
 def _summarize(partition: int, block) -> PartitionSummary:
     if isinstance(block, str):
         return PartitionSummary(partition, 0, None, None, None, None, None, block)
@@ -172,16 +177,13 @@ class DataBlocks:
         pieces = max(1, -(-per_part * row_bytes // (16 << 20)))
         bounds = np.linspace(0, len(x), n * pieces + 1).round().astype(int)
         chunks = [(x[bounds[i]:bounds[i + 1]], y[bounds[i]:bounds[i + 1]]) for i in range(n * pieces)]
-        blocks = sc.parallelize(chunks, n).mapPartitionsWithIndex(
-            lambda p, it: [_normalize_block(p, it)], preservesPartitioning=True)
-        return cls._cache_and_inspect(blocks, storage_level, checkpoint=True)
+        return cls._cache_and_inspect(_normalized(sc.parallelize(chunks, n)), storage_level, checkpoint=True)
 
     @classmethod
     def from_blocks(cls, rdd, storage_level=StorageLevel.MEMORY_AND_DISK) -> "DataBlocks":
         """Cache an RDD whose elements are ``(features_block, labels_block)`` numpy pairs (several per
         partition are concatenated)."""
-        blocks = rdd.mapPartitionsWithIndex(lambda p, it: [_normalize_block(p, it)], preservesPartitioning=True)
-        return cls._cache_and_inspect(blocks, storage_level)
+        return cls._cache_and_inspect(_normalized(rdd), storage_level)
 
     @classmethod
     def _cache_and_inspect(cls, blocks, storage_level, checkpoint: bool = False) -> "DataBlocks":

@@ -19,14 +19,19 @@ import tempfile
 
 import numpy as np
 
-__all__ = ["store", "load"]
+__all__ = ["store", "load", "root"]
 
 _OPEN: dict = {}
 
 
-def _directory(key: str) -> str:
+def root() -> str:
+    """The directory holding this executor's copies: ``<first SPARK_LOCAL_DIRS entry>/sparkdl-data``."""
     base = (os.environ.get("SPARK_LOCAL_DIRS") or tempfile.gettempdir()).split(",")[0]
-    return os.path.join(base, "sparkdl-data", key)
+    return os.path.join(base, "sparkdl-data")
+
+
+def _directory(key: str) -> str:
+    return os.path.join(root(), key)
 
 
 def _paths(key: str, partition: int) -> tuple[str, str]:
