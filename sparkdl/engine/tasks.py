@@ -24,7 +24,7 @@ from sparkdl.engine.allreduce import mean_gradient, split_blocks, sum_block, upd
 from sparkdl.engine.plan import local_schedule
 from sparkdl.engine.worker import dropout_rng, local_gradient, set_task_threads
 
-__all__ = ["FitContext", "IterationContext", "gradient_task", "reduce_update_task", "reduce_only_task",
+__all__ = ["FitContext", "IterationContext", "gradient_task", "partition_gradient", "reduce_update_task", "reduce_only_task",
            "square_norm_task", "FaultInjected", "ShardResults"]
 
 
@@ -112,29 +112,25 @@ def _partition_data(fit: FitContext, p: int, items: list):
     return local_cache.load(fit.data_key, p) if fit.data_key is not None else None
 
 
-def gradient_task(ctx: IterationContext, p: int, blocks):
-    """Stage 1 for partition ``p``: yields ``(k, (GRAD, (p, grad_block_k, loss_sum, normalizer, extra)))``
-    for every block k; ``extra`` (on block 0 only) is ``(buffer_sum_weighted, n)`` for BatchNorm statistics.
-    Without the partition's data (an empty view on an executor with no local copy) it yields
-    ``(k, (MISS, p))`` for every block instead, and the driver reruns the iteration on the full data."""
-    items = list(blocks)  # drain the iterator: keeps the Python worker reusable
-    fit: FitContext = ctx.fit.value
+def partition_gradient(fit: FitContext, ctx, p: int, data_source: Callable, weights):
+    """Partition ``p``'s share of the iteration ``ctx`` (epoch, iteration, global_iteration): ``None`` when it
+    has no rows in this global batch, :data:`MISS` when ``data_source()`` has no data for it, else
+    ``(grad_sum, loss_sum, normalizer, extra)`` with ``extra = (buffer_sum_weighted or None, n)``.
+    Both AllReduce paths (Python and JVM reduce) compute gradients with this one function."""
     _maybe_fail(fit, "gradient", p, ctx)
     if fit.offsets[p + 1] == fit.offsets[p]:
-        return
+        return None
     idx = np.sort(_local_rows(fit, ctx.epoch, ctx.iteration, p))
     n = len(idx)
     if n == 0:
-        return
-    data = _partition_data(fit, p, items)
+        return None
+    data = data_source()
     if data is None:
-        for k in range(len(fit.bounds) - 1):
-            yield k, (MISS, p)
-        return
+        return MISS
     x, y = data
     set_task_threads(fit.threads)
     model = fit.model
-    w, buffers = ctx.weights.value
+    w, buffers = weights
     model.flat_parameters[...] = w
     model.flat_buffers[...] = buffers
     xb, yb = x[idx], y[idx]
@@ -142,9 +138,27 @@ def gradient_task(ctx: IterationContext, p: int, blocks):
         yb = yb.astype(np.int64)
     grad, loss_sum, norm = local_gradient(model, fit.loss, xb, yb,
                                           dropout_rng(fit.seed, ctx.epoch, ctx.global_iteration, p))
+    extra = (model.flat_buffers * np.float32(n), n) if model.flat_buffers.size else (None, n)
+    return grad, loss_sum, norm, extra
+
+
+def gradient_task(ctx: IterationContext, p: int, blocks):
+    """Stage 1 for partition ``p``: yields ``(k, (GRAD, (p, grad_block_k, loss_sum, normalizer, extra)))``
+    for every block k; ``extra`` (on block 0 only) is ``(buffer_sum_weighted, n)`` for BatchNorm statistics.
+    Without the partition's data (an empty view on an executor with no local copy) it yields
+    ``(k, (MISS, p))`` for every block instead, and the driver reruns the iteration on the full data."""
+    items = list(blocks)  # drain the iterator: keeps the Python worker reusable
+    fit: FitContext = ctx.fit.value
+    out = partition_gradient(fit, ctx, p, lambda: _partition_data(fit, p, items), ctx.weights.value)
+    if out is None:
+        return
+    if out is MISS:
+        for k in range(len(fit.bounds) - 1):
+            yield k, (MISS, p)
+        return
+    grad, loss_sum, norm, extra = out
     if fit.compress == "fp16":
         grad = grad.astype(np.float16)
-    extra = (model.flat_buffers * np.float32(n), n) if model.flat_buffers.size else (None, n)
     for k, block in enumerate(split_blocks(grad, fit.bounds)):
         yield k, (GRAD, (p, block, loss_sum if k == 0 else 0.0, norm, extra if k == 0 else None))
 

@@ -24,11 +24,12 @@ from sparkdl.engine.broadcast import CloudBroadcast
 from sparkdl.engine.data import DataBlocks
 from sparkdl.engine.inference import evaluate
 from sparkdl.engine.iteration import block_id, run_iteration
+from sparkdl.engine.jvm_reduce import JvmAllReduce, supports
 from sparkdl.engine.plan import batch_sizes
 from sparkdl.engine.summary import TrainSummary
 from sparkdl.engine.triggers import EveryEpoch, MaxEpoch, TrainingState, Trigger
 from sparkdl.trainer import sum_reduction
-from sparkdl.jvm import empty_view, set_jvm_log_level
+from sparkdl.jvm import bridge_available, empty_view, set_jvm_log_level
 
 __all__ = ["DistributedTrainer", "TrainingDivergedError"]
 
@@ -101,6 +102,13 @@ class DistributedTrainer:
         partition (``.npy`` files in Spark's local directory, memory-mapped) instead of streaming the whole
         cached partition from the JVM to Python every iteration (see :mod:`sparkdl.engine.local_cache`).
         Costs the raw data size once per executor in local disk/page cache.
+    jvm_reduce : bool, optional
+        Run stage 2 of every iteration (sum, optimizer update, cached shard states) on the JVM through the
+        ``jvm_bridge`` (:mod:`sparkdl.engine.jvm_reduce`): one py4j call and one Python stage per iteration,
+        one gradient task per executor core over the executor-local data copies, results bitwise equal to
+        the Python reduce. Default (``None``): on when the bridge is on the session's class path and the
+        configuration is supported (SGD, Adam, AdamW without ``clip_norm`` or ``compress``); ``True``
+        requires it; ``False`` always uses the Python reduce.
     fault_hook : callable, optional
         Testing aid: ``hook(stage=, partition=, epoch=, iteration=, attempt=)`` called inside every task.
 
@@ -117,7 +125,7 @@ class DistributedTrainer:
                  keep_checkpoints: int = 3,
                  log_dir: str | None = None, num_classes: int | None = None, threads_per_task: int | None = None,
                  progress: bool = True, snapshot_interval: int = 50, max_recoveries: int = 3,
-                 local_data_copy: bool = True, fault_hook=None):
+                 local_data_copy: bool = True, jvm_reduce: bool | None = None, fault_hook=None):
         from sparkdl.nn.module import Module
         if not isinstance(model, Module):
             raise TypeError(f"DistributedTrainer: model must be a sparkdl.nn.Module, got {type(model).__name__}")
@@ -145,9 +153,19 @@ class DistributedTrainer:
         self.progress, self.snapshot_interval, self.max_recoveries = progress, snapshot_interval, max_recoveries
         self.fault_hook = fault_hook
         self.local_data_copy = bool(local_data_copy)
+        if jvm_reduce not in (None, True, False):
+            raise TypeError(f"DistributedTrainer: jvm_reduce must be None, True or False, got {jvm_reduce!r}")
+        if jvm_reduce:
+            reason = supports(optimizer, compress)
+            if reason is not None:
+                raise ValueError(f"DistributedTrainer: jvm_reduce=True is not possible: {reason}; "
+                                 "use jvm_reduce=None (automatic) or False")
+        self.jvm_reduce = jvm_reduce
+        self._jvm = None
         self.summary: TrainSummary | None = None
         self.state = TrainingState()
         self._state_rdd = self._state_broadcast = None
+        self._model_stale = False
         self._results = None
         self._iteration_in_epoch = 0
 
@@ -217,9 +235,17 @@ class DistributedTrainer:
                                    self.batch_size, self.seed, self.shuffle, integer_labels, self.compress,
                                    self.threads_per_task, self.fault_hook,
                                    f"{sc.applicationId}-{data.rdd.id()}" if self.local_data_copy else None)
-        self._local_view = empty_view(data.rdd) if self.local_data_copy else None
-        self._local_copies_ready = False
         self._bc_fit = CloudBroadcast(sc, fit_ctx)
+        use_jvm = self.jvm_reduce
+        if use_jvm is None:
+            use_jvm = supports(self.optimizer, self.compress) is None and bridge_available(sc)
+        if use_jvm:
+            groups = max(1, sc.defaultParallelism // _task_cpus(sc)) if self.local_data_copy else 0
+            self._jvm = JvmAllReduce(data, self._bc_fit, self.optimizer, bounds, groups)
+            self._local_view = None
+        else:
+            self._local_view = empty_view(data.rdd) if self.local_data_copy else None
+        self._local_copies_ready = False
         self._results = sc.accumulator({}, tasks.ShardResults())
         self._bounds = bounds
         sizes = batch_sizes(data.num_samples, self.batch_size)
@@ -237,6 +263,7 @@ class DistributedTrainer:
                 try:
                     self._step(data, self.state.epoch, self._iteration_in_epoch, sizes, bar)
                 except TrainingDivergedError:
+                    self._sync_model()  # the last good weights
                     raise
                 except Exception as e:  # a lost executor takes cached optimizer state with it: replay
                     if recoveries >= self.max_recoveries or not _is_spark_failure(e):
@@ -250,6 +277,7 @@ class DistributedTrainer:
                 self._after_iteration(val, bar)
                 if self.state.iteration - snapshot.iteration >= self.snapshot_interval:
                     snapshot = self._take_snapshot()
+            self._sync_model()
         finally:
             if bar is not None:
                 bar.close()
@@ -263,6 +291,16 @@ class DistributedTrainer:
         sc.setJobDescription(f"sparkdl fit: epoch {epoch + 1}, iteration {i + 1}/{len(sizes)} "
                              f"(global {g + 1})")
         t0 = time.perf_counter()
+        if self._jvm is not None:
+            ok, source, loss_sum, norm_sum, _ = self._jvm.step(epoch, i, g, lr)
+            if source == 2:
+                log.info("sparkdl: iteration %d reran on the full partitions (no executor-local copy yet)", g + 1)
+            loss = loss_sum / norm_sum if norm_sum > 0 else math.nan
+            if not ok:
+                self._raise_diverged(g, epoch, loss)
+            self._model_stale = True
+            self._record(loss, epoch, i, g, lr, sizes, t0, bar)
+            return
         bc_w = sc.broadcast((self.model.flat_parameters.copy(), self.model.flat_buffers.copy()))
         ctx = tasks.IterationContext(self._bc_fit, bc_w, epoch, i, g, lr)
         K = len(self._bounds) - 1
@@ -294,14 +332,22 @@ class DistributedTrainer:
         loss_sum, norm_sum, buf, n = results[0][1]
         loss = loss_sum / norm_sum if norm_sum > 0 else math.nan
         if not math.isfinite(loss) or not np.isfinite(new_w).all():
-            what = "loss" if not math.isfinite(loss) else "updated weights"
-            raise TrainingDivergedError(
-                f"training diverged at iteration {g + 1} (epoch {epoch + 1}): the {what} became NaN or infinite "
-                f"(loss={loss}); the model keeps the last good weights and existing checkpoints are untouched. "
-                "Lower the learning rate or enable gradient clipping (clip_norm).")
+            self._raise_diverged(g, epoch, loss)
         self.model.flat_parameters[...] = new_w
         if buf is not None and n > 0:
             self.model.flat_buffers[...] = buf / np.float32(n)
+        self._record(loss, epoch, i, g, lr, sizes, t0, bar)
+
+    @staticmethod
+    def _raise_diverged(g, epoch, loss):
+        what = "loss" if not math.isfinite(loss) else "updated weights"
+        raise TrainingDivergedError(
+            f"training diverged at iteration {g + 1} (epoch {epoch + 1}): the {what} became NaN or infinite "
+            f"(loss={loss}); the model keeps the last good weights and existing checkpoints are untouched. "
+            "Lower the learning rate or enable gradient clipping (clip_norm).")
+
+    def _record(self, loss, epoch, i, g, lr, sizes, t0, bar):
+        """Advance the counters and log one finished iteration."""
         samples = int(sizes[i])
         seconds = time.perf_counter() - t0
         self.state.iteration = g + 1
@@ -322,8 +368,17 @@ class DistributedTrainer:
                                           metric=self.state.score))
 
     # ------------------------------------------------------------------ triggers
+    def _sync_model(self):
+        """Copy the weights the JVM reduce holds into ``self.model`` (only when something reads them)."""
+        if self._jvm is not None and self._model_stale:
+            params, buffers = self._jvm.weights(self.model.num_parameters())
+            self.model.flat_parameters[...] = params
+            self.model.flat_buffers[...] = buffers
+            self._model_stale = False
+
     def _after_iteration(self, val, bar):
         if val is not None and self.validation_trigger(self.state):
+            self._sync_model()
             scores = evaluate(self.model, val, self.validation_metrics, batch_size=self.validation_batch_size,
                               integer_labels=self.num_classes is not None or val.label_kind == "i")
             self.state.score = float(scores[self.validation_metrics[0].name])
@@ -335,11 +390,18 @@ class DistributedTrainer:
             else:
                 log.info(line)
         if self.checkpoint_dir is not None and self.checkpoint_trigger(self.state):
+            self._sync_model()
             self._save_checkpoint()
 
     # ------------------------------------------------------------------ optimizer state on executors
     def _set_state_rdd(self, states):
-        """Ship shard states to the executors (at the start, on resume and on recovery only)."""
+        """Ship shard states to the executors (at the start, on resume and on recovery only); the JVM
+        reduce also takes the model's current weights here."""
+        if self._jvm is not None:
+            self._jvm.set_states(states)
+            self._jvm.set_weights(self.model.flat_parameters, self.model.flat_buffers)
+            self._model_stale = False
+            return
         records = [(k, (tasks.STATE, s)) for k, s in enumerate(states)]
         rdd = self._sc.parallelize(records, len(states)).partitionBy(len(states), block_id)
         self._replace_state_rdd(rdd.persist(StorageLevel.MEMORY_AND_DISK))
@@ -347,7 +409,11 @@ class DistributedTrainer:
     def _replace_state_rdd(self, updated, broadcast=None):
         """Make ``updated`` (cached, partitioned like the gradient blocks, one ``(k, (STATE, state))`` record
         per partition) the optimizer state for the next iteration; release the previous one and its weight
-        broadcast, so cached blocks, broadcasts and lineage stay bounded."""
+        broadcast, so cached blocks, broadcasts and lineage stay bounded. ``None`` (the end of a fit) also
+        closes the JVM reduce."""
+        if updated is None and self._jvm is not None:
+            self._jvm.close()
+            self._jvm = None
         if self._state_rdd is not None:
             self._state_rdd.unpersist()
         if self._state_broadcast is not None:
@@ -355,10 +421,13 @@ class DistributedTrainer:
         self._state_rdd, self._state_broadcast = updated, broadcast
 
     def _collect_states(self) -> list:
+        if self._jvm is not None:
+            return self._jvm.states()
         pairs = sorted(self._state_rdd.collect(), key=lambda kv: kv[0])
         return [state for _, (_, state) in pairs]
 
     def _take_snapshot(self, states=None) -> _Snapshot:
+        self._sync_model()
         schedule = getattr(self.optimizer, "schedule", None)
         return _Snapshot(self.state.iteration, self.state.epoch, self._iteration_in_epoch,
                          self.model.flat_parameters.copy(),
@@ -397,6 +466,13 @@ class DistributedTrainer:
         elif hasattr(t, "max_iteration"):
             total = t.max_iteration
         return tqdm(total=total, initial=self.state.iteration, unit="it", desc="sparkdl fit", dynamic_ncols=True)
+
+
+def _task_cpus(sc) -> int:
+    try:
+        return max(1, int(sc.getConf().get("spark.task.cpus", "1")))
+    except ValueError:
+        return 1
 
 
 def _is_spark_failure(e: BaseException) -> bool:

@@ -1,0 +1,105 @@
+package org.sparkdl.bridge;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.Comparator;
+import java.util.Iterator;
+import java.util.List;
+
+import org.apache.spark.api.java.function.FlatMapFunction2;
+import org.apache.spark.broadcast.Broadcast;
+
+import scala.Tuple2;
+
+/**
+ * Stage 2 of an iteration, on the JVM: task k receives every partition's gradient record of block k and
+ * shard k's cached state, sums the records in source-partition order (so the result does not depend on
+ * the shuffle's arrival order), divides by the global normalizer and applies the optimizer update. The
+ * arithmetic is that of sparkdl/engine/allreduce.py and the optimizer kernels, operation for operation.
+ */
+final class BlockReducer implements FlatMapFunction2<Iterator<Tuple2<Integer, byte[]>>, Iterator<ShardState>, ShardState> {
+    private static final Comparator<byte[]> BY_PARTITION = Comparator.comparingInt(Frames::partition);
+
+    private final UpdateProgram program;
+    private final Broadcast<byte[]> weights;
+    private final long[] bounds;
+
+    BlockReducer(UpdateProgram program, Broadcast<byte[]> weights, long[] bounds) {
+        this.program = program;
+        this.weights = weights;
+        this.bounds = bounds;
+    }
+
+    @Override
+    public Iterator<ShardState> call(Iterator<Tuple2<Integer, byte[]>> records, Iterator<ShardState> states) {
+        if (!states.hasNext()) {
+            throw new IllegalStateException("sparkdl bridge: a reduce task has no optimizer state");
+        }
+        ShardState old = states.next();
+        int k = old.block;
+        int lo = (int) bounds[k];
+        int n = (int) bounds[k + 1] - lo;
+        List<byte[]> grads = new ArrayList<>();
+        List<byte[]> buffers = new ArrayList<>();
+        boolean missed = false;
+        while (records.hasNext()) {
+            byte[] f = records.next()._2();
+            int kind = Frames.kind(f);
+            if (kind == Frames.GRAD) {
+                grads.add(f);
+            } else if (kind == Frames.BUFFERS) {
+                buffers.add(f);
+            } else if (kind == Frames.MISS) {
+                missed = true;
+            } else {
+                throw new IllegalArgumentException("sparkdl bridge: unknown record kind " + kind);
+            }
+        }
+        if (missed) {
+            return Collections.singletonList(old.missedCopy()).iterator();
+        }
+        grads.sort(BY_PARTITION);
+        buffers.sort(BY_PARTITION);
+        float[] g = new float[n];
+        double loss = 0.0;
+        double normalizer = 0.0;
+        for (byte[] f : grads) {
+            Frames.addPayload(f, g);
+            loss += Frames.loss(f);
+            normalizer += Frames.normalizer(f);
+        }
+        if (normalizer > 0) {
+            float d = (float) normalizer;
+            for (int i = 0; i < n; i++) {
+                g[i] = g[i] / d;
+            }
+        } else {
+            java.util.Arrays.fill(g, 0f);
+        }
+        float[] p = Frames.floats(weights.value(), 4 * lo, n);
+        float[][] arrays = old.copyArrays();
+        if (arrays.length != program.numStateArrays()) {
+            throw new IllegalStateException("sparkdl bridge: shard " + k + " has " + arrays.length
+                    + " state arrays, the optimizer needs " + program.numStateArrays());
+        }
+        program.apply(k, p, g, arrays);
+        ShardState next = new ShardState(k, old.step + 1, arrays);
+        next.shard = p;
+        next.lossSum = loss;
+        next.normalizerSum = normalizer;
+        long count = 0;
+        float[] buf = null;
+        for (byte[] f : buffers) {
+            count += Frames.count(f);
+            if (buf == null) {
+                buf = Frames.payload(f);
+            } else {
+                Frames.addPayload(f, buf);
+            }
+        }
+        next.bufferSum = buf;
+        next.count = count;
+        return Collections.singletonList(next).iterator();
+    }
+
+}

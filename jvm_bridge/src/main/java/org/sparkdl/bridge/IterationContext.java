@@ -1,0 +1,65 @@
+package org.sparkdl.bridge;
+
+import java.io.Serializable;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+
+import org.apache.spark.broadcast.Broadcast;
+
+/**
+ * What every gradient task of one iteration receives before its data: a header record and the weights.
+ * The driver sets the fields before each job; Spark serializes this object into the job's tasks, so a task
+ * sees the values of its own iteration.
+ *
+ * <pre>
+ * header: int32 magic 0x5344_4c31 | int32 epoch | int32 iteration in epoch | int32 global iteration |
+ *         int32 full (1: the partition's data records follow) | int32 n | int32[n] partitions
+ * weights: the broadcast float32 parameters followed by the float32 buffers
+ * </pre>
+ */
+final class IterationContext implements Serializable {
+    static final int MAGIC = 0x53444c31;
+
+    int epoch;
+    int iteration;
+    int globalIteration;
+    Broadcast<byte[]> weights;
+    /** Data partitions each group task of the local-copy source computes (set on the driver). */
+    int[][] groups = new int[0][];
+
+    byte[] header(boolean full, int[] partitions) {
+        ByteBuffer b = ByteBuffer.allocate(24 + 4 * partitions.length).order(ByteOrder.LITTLE_ENDIAN);
+        b.putInt(MAGIC).putInt(epoch).putInt(iteration).putInt(globalIteration).putInt(full ? 1 : 0);
+        b.putInt(partitions.length);
+        for (int p : partitions) {
+            b.putInt(p);
+        }
+        return b.array();
+    }
+
+    /** The records that start task {@code index}: header and weights, then {@code data} (full mode). */
+    Iterator<byte[]> frames(int index, boolean full, Iterator<byte[]> data) {
+        int[] partitions = full ? new int[] {index} : groups[index];
+        List<byte[]> head = new ArrayList<>(2);
+        head.add(header(full, partitions));
+        head.add(weights.value());
+        if (data == null) {
+            return head.iterator();
+        }
+        Iterator<byte[]> first = head.iterator();
+        return new Iterator<byte[]>() {
+            @Override
+            public boolean hasNext() {
+                return first.hasNext() || data.hasNext();
+            }
+
+            @Override
+            public byte[] next() {
+                return first.hasNext() ? first.next() : data.next();
+            }
+        };
+    }
+}

@@ -1,0 +1,55 @@
+package org.sparkdl.bridge;
+
+import java.io.Serializable;
+
+/**
+ * The optimizer state of one AllReduce block (shard), cached on an executor between iterations, plus
+ * what the iteration that produced it sends to the driver ({@link #result()}).
+ */
+final class ShardState implements Serializable {
+    final int block;
+    final long step;
+    /** The Python optimizer's {@code state_names}, in order (e.g. exp_avg, exp_avg_sq). */
+    final float[][] arrays;
+
+    // What the iteration that produced this state returns to the driver (null/0 for a restored state).
+    float[] shard;
+    double lossSum;
+    double normalizerSum;
+    float[] bufferSum;
+    long count;
+    boolean missed;
+
+    ShardState(int block, long step, float[][] arrays) {
+        this.block = block;
+        this.step = step;
+        this.arrays = arrays;
+    }
+
+    /** The same state, flagged: a partition had no local data, so this block was not updated. */
+    ShardState missedCopy() {
+        ShardState s = new ShardState(block, step, arrays);
+        s.missed = true;
+        return s;
+    }
+
+    float[][] copyArrays() {
+        float[][] out = new float[arrays.length][];
+        for (int i = 0; i < arrays.length; i++) {
+            out[i] = arrays[i].clone();
+        }
+        return out;
+    }
+
+    /** A copy without the state arrays, for collecting to the driver. */
+    ShardState result() {
+        ShardState r = new ShardState(block, step, new float[0][]);
+        r.shard = shard;
+        r.lossSum = lossSum;
+        r.normalizerSum = normalizerSum;
+        r.bufferSum = bufferSum;
+        r.count = count;
+        r.missed = missed;
+        return r;
+    }
+}

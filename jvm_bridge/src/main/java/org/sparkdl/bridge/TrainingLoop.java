@@ -1,0 +1,408 @@
+package org.sparkdl.bridge;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+import org.apache.spark.Partitioner;
+import org.apache.spark.api.java.JavaPairRDD;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.api.java.function.Function2;
+import org.apache.spark.broadcast.Broadcast;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.scheduler.TaskLocation;
+import org.apache.spark.storage.StorageLevel;
+
+import scala.Tuple2;
+
+/**
+ * The driver side of one {@code DistributedTrainer.fit} whose AllReduce runs on the JVM: one call of
+ * {@link #step} runs one iteration as one Spark job (Python gradient tasks, then JVM reduce tasks that
+ * sum, update and cache the optimizer state) and keeps the new weights on the JVM for the next
+ * iteration's broadcast. Python reads weights and states only when it needs them (validation,
+ * snapshots, checkpoints, the end).
+ *
+ * <p>Two gradient sources: "full" runs one task per cached data partition with its data records
+ * appended (the first iteration, and whenever an executor lacks a local copy); "local" runs one task per
+ * group of co-located partitions that reads executor-local copies.
+ */
+public final class TrainingLoop {
+    public static final int OK = 0;
+    public static final int NONFINITE_LOSS = 1;
+    public static final int NONFINITE_WEIGHTS = 2;
+
+    private final JavaSparkContext jsc;
+    private final JavaRDD<byte[]> data;
+    private final long[] bounds;
+    private final long[] sizes;
+    private final IterationContext context = new IterationContext();
+    private final JavaRDD<byte[]> fullSource;
+    private final GroupSourceRDD localSource;
+    private JavaRDD<byte[]> fullGradients;
+    private JavaRDD<byte[]> localGradients;
+    private final boolean localEnabled;
+    private boolean localReady;
+
+    private float[] weights = new float[0];
+    private float[] buffers = new float[0];
+    private Broadcast<byte[]> current;
+    private JavaRDD<ShardState> states;
+    private Broadcast<byte[]> statesBroadcast;
+
+    /**
+     * @param data the cached training data (the Python RDD's JVM side, one record batch per partition)
+     * @param bounds int64 little-endian block boundaries, K + 1 values
+     * @param sizes int64 little-endian sample counts per data partition
+     * @param groups number of group tasks of the local source (task slots); 0: never use local copies
+     */
+    public TrainingLoop(JavaSparkContext jsc, JavaRDD<byte[]> data, byte[] bounds, byte[] sizes, int groups) {
+        this.jsc = jsc;
+        this.data = data;
+        this.bounds = longs(bounds);
+        this.sizes = longs(sizes);
+        if (this.sizes.length != data.getNumPartitions()) {
+            throw new IllegalArgumentException("sparkdl bridge: " + this.sizes.length + " partition sizes for "
+                    + data.getNumPartitions() + " partitions");
+        }
+        this.fullSource = data.mapPartitionsWithIndex(new Prepend(context), true);
+        this.localEnabled = groups > 0;
+        this.localSource = new GroupSourceRDD(jsc.sc(), context, Math.max(1, Math.min(groups, this.sizes.length)));
+    }
+
+    public JavaRDD<byte[]> fullSource() {
+        return fullSource;
+    }
+
+    public JavaRDD<byte[]> localSource() {
+        return localSource.toJavaRDD();
+    }
+
+    /** The Python gradient RDDs over {@link #fullSource} and {@link #localSource} (raw records out). */
+    public void setGradients(JavaRDD<byte[]> full, JavaRDD<byte[]> local) {
+        this.fullGradients = full;
+        this.localGradients = local;
+    }
+
+    public int numBlocks() {
+        return bounds.length - 1;
+    }
+
+    // ------------------------------------------------------------------ weights and states
+
+    /** Parameters then buffers, float32 little-endian. */
+    public void setWeights(byte[] packed, int numParameters) {
+        float[] all = Frames.floats(packed, 0, packed.length / 4);
+        if (numParameters != bounds[bounds.length - 1]) {
+            throw new IllegalArgumentException("sparkdl bridge: " + numParameters + " parameters, blocks cover "
+                    + bounds[bounds.length - 1]);
+        }
+        weights = Arrays.copyOfRange(all, 0, numParameters);
+        buffers = Arrays.copyOfRange(all, numParameters, all.length);
+        Broadcast<byte[]> old = current;
+        current = jsc.broadcast(packed);
+        if (old != null && old != statesBroadcast) {
+            old.destroy();
+        }
+    }
+
+    public byte[] weights() {
+        float[] all = new float[weights.length + buffers.length];
+        System.arraycopy(weights, 0, all, 0, weights.length);
+        System.arraycopy(buffers, 0, all, weights.length, buffers.length);
+        return Frames.bytes(all);
+    }
+
+    /**
+     * Replace the cached optimizer states. {@code packed}: int32 K, then per block int32 block, int64 step,
+     * int32 arrays, int32 length, float32[arrays * length].
+     */
+    public void setStates(byte[] packed) {
+        ByteBuffer b = Frames.wrap(packed);
+        int k = b.getInt();
+        if (k != numBlocks()) {
+            throw new IllegalArgumentException("sparkdl bridge: " + k + " shard states for " + numBlocks() + " blocks");
+        }
+        List<ShardState> list = new ArrayList<>(k);
+        for (int i = 0; i < k; i++) {
+            int block = b.getInt();
+            long step = b.getLong();
+            int arrays = b.getInt();
+            int length = b.getInt();
+            if (block != i || length != bounds[i + 1] - bounds[i]) {
+                throw new IllegalArgumentException("sparkdl bridge: state " + i + " is for block " + block
+                        + " with " + length + " elements");
+            }
+            float[][] a = new float[arrays][];
+            for (int j = 0; j < arrays; j++) {
+                a[j] = Frames.floats(packed, b.position(), length);
+                b.position(b.position() + 4 * length);
+            }
+            list.add(new ShardState(block, step, a));
+        }
+        replaceStates(jsc.parallelize(list, k), null);
+        localReady = false;
+    }
+
+    public byte[] states() {
+        List<ShardState> list = new ArrayList<>(states.collect());
+        list.sort(Comparator.comparingInt(s -> s.block));
+        int size = 4;
+        for (ShardState s : list) {
+            int length = s.arrays.length == 0 ? 0 : s.arrays[0].length;
+            size += 20 + 4 * s.arrays.length * length;
+        }
+        ByteBuffer b = ByteBuffer.allocate(size).order(ByteOrder.LITTLE_ENDIAN);
+        b.putInt(list.size());
+        for (ShardState s : list) {
+            int length = (int) (bounds[s.block + 1] - bounds[s.block]);
+            b.putInt(s.block).putLong(s.step).putInt(s.arrays.length).putInt(length);
+            for (float[] a : s.arrays) {
+                b.asFloatBuffer().put(a);
+                b.position(b.position() + 4 * a.length);
+            }
+        }
+        return b.array();
+    }
+
+    /** Forget the executor-local copies (after a failure): the next iteration runs on the full data. */
+    public void invalidateLocalCopies() {
+        localReady = false;
+    }
+
+    // ------------------------------------------------------------------ one iteration
+
+    /**
+     * Run one iteration. Returns int32 status ({@link #OK}, {@link #NONFINITE_LOSS},
+     * {@link #NONFINITE_WEIGHTS}; on a non-finite result nothing is committed), int32 source (0 local copies,
+     * 1 full data, 2 full data after a local copy was missing),
+     * float64 loss sum, float64 normalizer sum, int64 samples.
+     */
+    public byte[] step(int epoch, int iteration, int globalIteration, byte[] program) {
+        UpdateProgram prog = new UpdateProgram(program);
+        if (prog.numBlocks() != numBlocks()) {
+            throw new IllegalArgumentException("sparkdl bridge: update program for " + prog.numBlocks() + " blocks");
+        }
+        context.epoch = epoch;
+        context.iteration = iteration;
+        context.globalIteration = globalIteration;
+        context.weights = current;
+        int full = localReady ? 0 : 1;
+        Attempt a = localReady ? run(localGradients, prog) : null;
+        if (a == null || a.missed) {
+            full = a == null ? 1 : 2;
+            a = run(fullGradients, prog);
+            if (a.missed) {
+                a.next.unpersist(false);
+                throw new IllegalStateException("sparkdl bridge: a partition had no data in a full iteration");
+            }
+            assignGroups();
+        }
+        return commit(a, full);
+    }
+
+    private static final class Attempt {
+        JavaRDD<ShardState> next;
+        ShardState[] results;
+        boolean missed;
+    }
+
+    private Attempt run(JavaRDD<byte[]> gradients, UpdateProgram prog) {
+        int k = numBlocks();
+        JavaPairRDD<Integer, byte[]> keyed = gradients.mapToPair(f -> new Tuple2<>(Frames.block(f), f))
+                .partitionBy(new BlockPartitioner(k));
+        Attempt a = new Attempt();
+        a.next = keyed.zipPartitions(states, new BlockReducer(prog, current, bounds));
+        a.next.persist(StorageLevel.MEMORY_AND_DISK());
+        a.next.rdd().localCheckpoint();
+        List<ShardState> collected = a.next.map(ShardState::result).collect();
+        a.results = new ShardState[k];
+        for (ShardState s : collected) {
+            a.results[s.block] = s;
+            a.missed |= s.missed;
+        }
+        if (a.missed) {
+            a.next.unpersist(false);
+        }
+        return a;
+    }
+
+    private byte[] commit(Attempt a, int full) {
+        float[] next = new float[weights.length];
+        boolean finite = true;
+        for (int k = 0; k < a.results.length; k++) {
+            float[] shard = a.results[k].shard;
+            System.arraycopy(shard, 0, next, (int) bounds[k], shard.length);
+            for (float v : shard) {
+                finite &= Float.isFinite(v);
+            }
+        }
+        ShardState head = a.results[0];
+        double loss = head.normalizerSum > 0 ? head.lossSum / head.normalizerSum : Double.NaN;
+        int status = !Double.isFinite(loss) ? NONFINITE_LOSS : finite ? OK : NONFINITE_WEIGHTS;
+        if (status != OK) {
+            a.next.unpersist(false);
+        } else {
+            float[] buf = buffers;
+            if (head.bufferSum != null && head.bufferSum.length > 0 && head.count > 0) {
+                buf = new float[head.bufferSum.length];
+                float n = (float) head.count;
+                for (int i = 0; i < buf.length; i++) {
+                    buf[i] = head.bufferSum[i] / n;
+                }
+            }
+            Broadcast<byte[]> used = current;
+            replaceStates(a.next, used);
+            weights = next;
+            buffers = buf;
+            current = jsc.broadcast(weights());
+            localReady = localEnabled;
+        }
+        ByteBuffer out = ByteBuffer.allocate(32).order(ByteOrder.LITTLE_ENDIAN);
+        out.putInt(status).putInt(full).putDouble(head.lossSum).putDouble(head.normalizerSum).putLong(head.count);
+        return out.array();
+    }
+
+    private void replaceStates(JavaRDD<ShardState> next, Broadcast<byte[]> used) {
+        if (states != null) {
+            states.unpersist(false);
+        }
+        if (statesBroadcast != null && statesBroadcast != current && statesBroadcast != used) {
+            statesBroadcast.destroy();
+        }
+        states = next;
+        statesBroadcast = used;
+    }
+
+    /** Group the data partitions by the executor that caches them, balanced by sample count. */
+    private void assignGroups() {
+        int groups = localSource.getNumPartitions();
+        RDD<byte[]> rdd = data.rdd();
+        Map<String, List<Integer>> byLocation = new TreeMap<>();
+        for (int p = 0; p < sizes.length; p++) {
+            scala.collection.immutable.Seq<TaskLocation> locs = jsc.sc().getPreferredLocs(rdd, p);
+            String where = locs.isEmpty() ? "" : locs.apply(0).toString();
+            byLocation.computeIfAbsent(where, w -> new ArrayList<>()).add(p);
+        }
+        int locations = byLocation.size();
+        List<List<Integer>> members = new ArrayList<>();
+        List<String> hosts = new ArrayList<>();
+        int assigned = 0;
+        int index = 0;
+        for (Map.Entry<String, List<Integer>> e : byLocation.entrySet()) {
+            int share = Math.max(1, (groups - assigned) / (locations - index));
+            long[] load = new long[share];
+            List<List<Integer>> mine = new ArrayList<>();
+            for (int i = 0; i < share; i++) {
+                mine.add(new ArrayList<>());
+            }
+            for (int p : e.getValue()) {
+                int best = 0;
+                for (int i = 1; i < share; i++) {
+                    if (load[i] < load[best]) {
+                        best = i;
+                    }
+                }
+                mine.get(best).add(p);
+                load[best] += Math.max(1, sizes[p]);
+            }
+            for (List<Integer> m : mine) {
+                members.add(m);
+                hosts.add(e.getKey());
+            }
+            assigned += share;
+            index++;
+        }
+        int[][] table = new int[groups][];
+        String[][] where = new String[groups][];
+        for (int g = 0; g < groups; g++) {
+            List<Integer> m = g < members.size() ? members.get(g) : new ArrayList<>();
+            table[g] = m.stream().mapToInt(Integer::intValue).toArray();
+            String h = g < hosts.size() ? hosts.get(g) : "";
+            where[g] = h.isEmpty() ? new String[0] : new String[] {h};
+        }
+        // More locations than groups: fold the surplus into the last groups (correct, just less local).
+        for (int g = groups; g < members.size(); g++) {
+            int target = g % groups;
+            int[] merged = Arrays.copyOf(table[target], table[target].length + members.get(g).size());
+            for (int i = 0; i < members.get(g).size(); i++) {
+                merged[table[target].length + i] = members.get(g).get(i);
+            }
+            table[target] = merged;
+        }
+        context.groups = table;
+        localSource.setLocations(where);
+    }
+
+    /** Lines of the cached state RDD's lineage (tests check that it does not grow). */
+    public int statesLineageDepth() {
+        return states == null ? 0 : states.toDebugString().split("\n").length;
+    }
+
+    /** Release the cached states and the broadcasts. */
+    public void close() {
+        if (states != null) {
+            states.unpersist(false);
+            states = null;
+        }
+        for (Broadcast<byte[]> b : new Broadcast[] {current, statesBroadcast}) {
+            if (b != null) {
+                b.destroy();
+            }
+        }
+        current = statesBroadcast = null;
+    }
+
+    private static long[] longs(byte[] b) {
+        long[] out = new long[b.length / 8];
+        Frames.wrap(b).asLongBuffer().get(out);
+        return out;
+    }
+
+    static final class BlockPartitioner extends Partitioner {
+        private final int blocks;
+
+        BlockPartitioner(int blocks) {
+            this.blocks = blocks;
+        }
+
+        @Override
+        public int numPartitions() {
+            return blocks;
+        }
+
+        @Override
+        public int getPartition(Object key) {
+            return (Integer) key;
+        }
+
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof BlockPartitioner && ((BlockPartitioner) o).blocks == blocks;
+        }
+
+        @Override
+        public int hashCode() {
+            return blocks;
+        }
+    }
+
+    static final class Prepend implements Function2<Integer, Iterator<byte[]>, Iterator<byte[]>> {
+        private final IterationContext context;
+
+        Prepend(IterationContext context) {
+            this.context = context;
+        }
+
+        @Override
+        public Iterator<byte[]> call(Integer partition, Iterator<byte[]> records) {
+            return context.frames(partition, true, records);
+        }
+    }
+}

@@ -1,0 +1,152 @@
+package org.sparkdl.bridge;
+
+import java.io.Serializable;
+import java.nio.ByteBuffer;
+
+/**
+ * One iteration's optimizer update, with every scalar already computed (and rounded to float32) by the
+ * Python driver exactly as sparkdl's numba kernels receive them (sparkdl/optim/sgd.py, adam.py), so the
+ * Java arithmetic below is the kernels' arithmetic, operation for operation.
+ *
+ * <pre>
+ * int32 optimizer (1 SGD, 2 Adam) | int32 flags (1 nesterov, 2 first step, 4 amsgrad, 8 decoupled) |
+ * float32 gscale, gclip, momentum, oneMinusDampening, w1, oneMinusW1, beta2, oneMinusBeta2, bc2Sqrt, eps |
+ * int32 K | per block: int32 nseg | per segment: int32 lo, int32 hi, float32 a, float32 wd, float32 decay
+ * </pre>
+ * (segment bounds are block-relative; a = -lr for SGD, -lr/bc1 for Adam; decay = 1 - lr * wd for AdamW).
+ */
+final class UpdateProgram implements Serializable {
+    static final int SGD = 1;
+    static final int ADAM = 2;
+
+    final int optimizer;
+    final boolean nesterov, first, amsgrad, decoupled;
+    final float gscale, gclip, momentum, oneMinusDampening, w1, oneMinusW1, beta2, oneMinusBeta2, bc2Sqrt, eps;
+    final int[][] segLo, segHi;
+    final float[][] segA, segWd, segDecay;
+
+    UpdateProgram(byte[] encoded) {
+        ByteBuffer b = Frames.wrap(encoded);
+        optimizer = b.getInt();
+        int flags = b.getInt();
+        nesterov = (flags & 1) != 0;
+        first = (flags & 2) != 0;
+        amsgrad = (flags & 4) != 0;
+        decoupled = (flags & 8) != 0;
+        gscale = b.getFloat();
+        gclip = b.getFloat();
+        momentum = b.getFloat();
+        oneMinusDampening = b.getFloat();
+        w1 = b.getFloat();
+        oneMinusW1 = b.getFloat();
+        beta2 = b.getFloat();
+        oneMinusBeta2 = b.getFloat();
+        bc2Sqrt = b.getFloat();
+        eps = b.getFloat();
+        int k = b.getInt();
+        segLo = new int[k][];
+        segHi = new int[k][];
+        segA = new float[k][];
+        segWd = new float[k][];
+        segDecay = new float[k][];
+        for (int i = 0; i < k; i++) {
+            int n = b.getInt();
+            segLo[i] = new int[n];
+            segHi[i] = new int[n];
+            segA[i] = new float[n];
+            segWd[i] = new float[n];
+            segDecay[i] = new float[n];
+            for (int s = 0; s < n; s++) {
+                segLo[i][s] = b.getInt();
+                segHi[i][s] = b.getInt();
+                segA[i][s] = b.getFloat();
+                segWd[i][s] = b.getFloat();
+                segDecay[i][s] = b.getFloat();
+            }
+        }
+        if (b.hasRemaining()) {
+            throw new IllegalArgumentException("sparkdl bridge: update program has " + b.remaining() + " extra bytes");
+        }
+    }
+
+    int numBlocks() {
+        return segLo.length;
+    }
+
+    /** Number of state arrays per shard, in the order of the Python optimizer's {@code state_names}. */
+    int numStateArrays() {
+        if (optimizer == SGD) {
+            return momentum != 0f ? 1 : 0;
+        }
+        return amsgrad ? 3 : 2;
+    }
+
+    /** Apply the update of block {@code k} to {@code p} in place, given the mean gradient {@code g}. */
+    void apply(int k, float[] p, float[] g, float[][] state) {
+        if (optimizer == SGD) {
+            sgd(k, p, g, state.length > 0 ? state[0] : null);
+        } else if (optimizer == ADAM) {
+            adam(k, p, g, state[0], state[1], amsgrad ? state[2] : null);
+        } else {
+            throw new IllegalArgumentException("sparkdl bridge: unknown optimizer code " + optimizer);
+        }
+    }
+
+    private float prep(float g) {
+        if (g > gclip) {
+            g = gclip;
+        } else if (g < -gclip) {
+            g = -gclip;
+        }
+        return g * gscale;
+    }
+
+    /** sparkdl/optim/sgd.py {@code _sgd_kernel}. */
+    private void sgd(int k, float[] p, float[] g, float[] buf) {
+        for (int s = 0; s < segLo[k].length; s++) {
+            float negLr = segA[k][s];
+            float wd = segWd[k][s];
+            for (int i = segLo[k][s]; i < segHi[k][s]; i++) {
+                float d = prep(g[i]);
+                float pi = p[i];
+                if (wd != 0f) {
+                    d = d + wd * pi;
+                }
+                if (momentum != 0f) {
+                    float b = first ? d : buf[i] * momentum + oneMinusDampening * d;
+                    buf[i] = b;
+                    d = nesterov ? d + momentum * b : b;
+                }
+                p[i] = pi + negLr * d;
+            }
+        }
+    }
+
+    /** sparkdl/optim/adam.py {@code _adam_kernel} (Adam, AdamW, AMSGrad). */
+    private void adam(int k, float[] p, float[] g, float[] m, float[] v, float[] vmax) {
+        for (int s = 0; s < segLo[k].length; s++) {
+            float negStep = segA[k][s];
+            float wd = segWd[k][s];
+            float decay = segDecay[k][s];
+            for (int i = segLo[k][s]; i < segHi[k][s]; i++) {
+                float d = prep(g[i]);
+                float pi = p[i];
+                if (decoupled) {
+                    pi = pi * decay;
+                } else if (wd != 0f) {
+                    d = d + wd * pi;
+                }
+                float mi = Math.abs(w1) < 0.5f ? m[i] + w1 * (d - m[i]) : d - (d - m[i]) * oneMinusW1;
+                float vi = v[i] * beta2 + oneMinusBeta2 * d * d;
+                m[i] = mi;
+                v[i] = vi;
+                if (vmax != null) {
+                    vi = Math.max(vmax[i], vi);
+                    vmax[i] = vi;
+                }
+                float denom = (float) Math.sqrt(vi) / bc2Sqrt + eps;
+                p[i] = pi + negStep * mi / denom;
+            }
+        }
+    }
+}

@@ -1,0 +1,243 @@
+"""The AllReduce on the JVM: Python computes gradients, the bridge sums them and updates the shards.
+
+One iteration is one call of :meth:`JvmAllReduce.step`, i.e. one py4j round trip and one Spark job (see
+``jvm_bridge/src/main/java/org/sparkdl/bridge/TrainingLoop.java``):
+
+* stage 1, Python (:func:`gradient_records`): each task reads a header record and the weights (raw float32,
+  no pickling), computes the gradient of its data partition(s) with the same function as the Python path
+  (:func:`sparkdl.engine.tasks.partition_gradient`) and writes raw records ``header | float32 block`` per
+  AllReduce block (layout in ``Frames.java``). Over executor-local data copies, one task computes a whole
+  group of co-located partitions (one task per core, whatever the number of partitions).
+* stage 2, JVM: block k's records are summed in source-partition order, divided by the global normalizer
+  and the optimizer update is applied to shard k with its cached state — the numba kernels' float32
+  arithmetic, operation for operation, so results are bitwise those of the Python path
+  (``tests/test_jvm_reduce.py``).
+
+The driver keeps the weights on the JVM; Python reads them (and the shard states) only for validation,
+snapshots, checkpoints and at the end. Supported: :class:`~sparkdl.optim.SGD` (momentum, dampening,
+Nesterov, weight decay), :class:`~sparkdl.optim.Adam` and :class:`~sparkdl.optim.AdamW` (AMSGrad), with
+``clip_value``, parameter groups and frozen tensors; other optimizers, ``clip_norm`` and fp16 compression
+use the Python reduce (:mod:`sparkdl.engine.iteration`).
+"""
+from __future__ import annotations
+
+import gc
+import struct
+from functools import partial
+
+import numpy as np
+
+from sparkdl import jvm
+from sparkdl.engine import local_cache
+from sparkdl.engine.tasks import MISS, FitContext, partition_gradient
+from sparkdl.optim import SGD, Adam, AdamW
+
+__all__ = ["JvmAllReduce", "supports", "encode_program", "pack_states", "unpack_states", "gradient_records"]
+
+_RECORD = struct.Struct("<iiiiddq")  # kind, block, partition, reserved, loss, normalizer, count
+_GRAD, _MISS, _BUFFERS = 1, 2, 3
+_HEADER = struct.Struct("<6i")  # magic, epoch, iteration, global iteration, full, number of partitions
+_MAGIC = 0x53444C31
+_STEP = struct.Struct("<iiddq")  # status, ran_full, loss_sum, normalizer_sum, samples
+_OK, _NONFINITE_LOSS = 0, 1
+
+
+def supports(optimizer, compress) -> str | None:
+    """``None`` if the JVM reduce can run this configuration, else the reason it cannot."""
+    if type(optimizer) not in (SGD, Adam, AdamW):
+        return f"optimizer {type(optimizer).__name__} has no JVM update (SGD, Adam and AdamW have)"
+    if optimizer.clip_norm is not None:
+        return "clip_norm needs the global gradient norm between the sum and the update"
+    if compress is not None:
+        return f"compress={compress!r}"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- encoding
+def encode_program(optimizer, bounds: np.ndarray, lr: float, step: int) -> bytes:
+    """The update of every shard for optimizer step ``step`` (1-based) at learning rate ``lr``, with every
+    scalar computed and rounded to float32 exactly as ``optimizer._apply`` passes it to its kernel
+    (layout in ``UpdateProgram.java``)."""
+    f32 = np.float32
+    gclip = f32(np.inf if optimizer.clip_value is None else optimizer.clip_value)
+    if isinstance(optimizer, Adam):
+        beta1, beta2 = optimizer.betas
+        bc1 = 1 - beta1 ** step
+        head = (2, 4 * optimizer.amsgrad + 8 * optimizer._decoupled,
+                f32(1.0), gclip, f32(0), f32(0), f32(1 - beta1), f32(1) - f32(1 - beta1), f32(beta2),
+                f32(1 - beta2), f32((1 - beta2 ** step) ** 0.5), f32(optimizer.eps))
+    else:
+        bc1 = None
+        head = (1, optimizer.nesterov + 2 * (step == 1), f32(1.0), gclip, f32(optimizer.momentum),
+                f32(1.0 - optimizer.dampening), f32(0), f32(0), f32(0), f32(0), f32(0), f32(0))
+    parts = [struct.pack("<ii10fi", *head, len(bounds) - 1)]
+    seg_dtype = np.dtype([("lo", "<i4"), ("hi", "<i4"), ("a", "<f4"), ("wd", "<f4"), ("decay", "<f4")])
+    for k in range(len(bounds) - 1):
+        seg = optimizer.segments(int(bounds[k]), int(bounds[k + 1]), lr)
+        rec = np.zeros(len(seg.lo), seg_dtype)
+        rec["lo"], rec["hi"] = seg.lo, seg.hi
+        if bc1 is None:
+            rec["a"], rec["wd"] = (-seg.lr).astype(f32), seg.weight_decay.astype(f32)
+        else:
+            rec["a"] = (-(seg.lr / bc1)).astype(f32)
+            if optimizer._decoupled:
+                rec["decay"] = (1 - seg.lr * seg.weight_decay).astype(f32)
+            else:
+                rec["wd"], rec["decay"] = seg.weight_decay.astype(f32), 1
+        parts.append(struct.pack("<i", len(rec)) + rec.tobytes())
+    return b"".join(parts)
+
+
+def pack_states(optimizer, states: list, bounds: np.ndarray) -> bytes:
+    """Shard states (dicts of :meth:`Optimizer.init_state`) as ``StateCodec`` bytes for the bridge."""
+    parts = [struct.pack("<i", len(states))]
+    for k, state in enumerate(states):
+        length = int(bounds[k + 1] - bounds[k])
+        arrays = [np.ascontiguousarray(state[name], "<f4") for name in optimizer.state_names]
+        if any(a.shape != (length,) for a in arrays):
+            raise ValueError(f"shard {k}: optimizer state arrays must have {length} elements")
+        parts.append(struct.pack("<iqii", k, int(state["step"]), len(arrays), length))
+        parts.extend(a.tobytes() for a in arrays)
+    return b"".join(parts)
+
+
+def unpack_states(optimizer, packed: bytes) -> list:
+    """Inverse of :func:`pack_states`."""
+    (k,), pos, out = struct.unpack_from("<i", packed), 4, []
+    for _ in range(k):
+        block, step, n_arrays, length = struct.unpack_from("<iqii", packed, pos)
+        pos += 20
+        state = {"step": int(step)}
+        for name in optimizer.state_names[:n_arrays]:
+            state[name] = np.frombuffer(packed, "<f4", length, pos).astype(np.float32)
+            pos += 4 * length
+        out.append(state)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- executors
+class _Iteration:
+    """What :func:`sparkdl.engine.tasks.partition_gradient` reads of an iteration."""
+
+    __slots__ = ("epoch", "iteration", "global_iteration")
+
+    def __init__(self, epoch, iteration, global_iteration):
+        self.epoch, self.iteration, self.global_iteration = epoch, iteration, global_iteration
+
+
+_FROZEN = False
+
+
+def _deserialize(deserializer, frames) -> list:
+    from pyspark.serializers import BatchedSerializer
+    items = []
+    for frame in frames:
+        if isinstance(deserializer, BatchedSerializer):
+            items.extend(deserializer.serializer.loads(frame))
+        else:
+            items.append(deserializer.loads(frame))
+    return items
+
+
+def gradient_records(fit_broadcast, data_deserializer, split: int, frames):
+    """Stage 1 of a JVM-reduce iteration (runs in a Python worker).
+
+    ``frames``: a header record, the raw float32 weights then buffers, and — in "full" mode — the
+    partition's cached data records. Yields raw records (``Frames.java``) for every data partition the
+    header names; nothing for partitions without rows in this batch."""
+    frames = iter(frames)
+    header = next(frames)
+    magic, epoch, iteration, global_iteration, full, n = _HEADER.unpack_from(header)
+    if magic != _MAGIC:
+        raise RuntimeError(f"sparkdl: task {split} received a malformed iteration header")
+    partitions = np.frombuffer(header, "<i4", n, _HEADER.size)
+    weights = np.frombuffer(next(frames), np.float32)
+    items = _deserialize(data_deserializer, frames) if full else None
+    fit: FitContext = fit_broadcast.value
+    num_parameters = fit.model.flat_parameters.size
+    split_weights = (weights[:num_parameters], weights[num_parameters:])
+    ctx = _Iteration(epoch, iteration, global_iteration)
+    bounds = fit.bounds
+    for p in (int(q) for q in partitions):
+        def source(p=p):
+            if items is not None:
+                if fit.data_key is not None:
+                    local_cache.store(fit.data_key, p, *items[0])
+                return items[0]
+            return local_cache.load(fit.data_key, p) if fit.data_key is not None else None
+        out = partition_gradient(fit, ctx, p, source, split_weights)
+        if out is None:
+            continue
+        if out is MISS:
+            for k in range(len(bounds) - 1):
+                yield _RECORD.pack(_MISS, k, p, 0, 0.0, 0.0, 0)
+            continue
+        grad, loss_sum, norm, (buffer_sum, count) = out
+        for k in range(len(bounds) - 1):
+            block = grad[bounds[k]:bounds[k + 1]]
+            yield _RECORD.pack(_GRAD, k, p, 0, loss_sum if k == 0 else 0.0, norm, 0) + block.tobytes()
+        yield _RECORD.pack(_BUFFERS, 0, p, 0, 0.0, 0.0, count) + \
+            (b"" if buffer_sum is None else buffer_sum.astype("<f4").tobytes())
+    global _FROZEN
+    if not _FROZEN:
+        # pyspark's daemon runs gc.collect() after every task: move what the first task built (model,
+        # kernels, imports) out of the collector's reach so those collections stay cheap.
+        gc.collect()
+        gc.freeze()
+        _FROZEN = True
+
+
+# ---------------------------------------------------------------------------------------------- driver
+class JvmAllReduce:
+    """Driver side: owns the bridge's ``TrainingLoop`` for one fit.
+
+    Parameters
+    ----------
+    data : DataBlocks
+    fit_broadcast : CloudBroadcast of FitContext
+    optimizer : SGD, Adam or AdamW (see :func:`supports`), configured on the model's layout
+    bounds : ndarray
+        AllReduce block boundaries.
+    groups : int
+        Gradient tasks per iteration over executor-local copies (task slots).
+    """
+
+    def __init__(self, data, fit_broadcast, optimizer, bounds: np.ndarray, groups: int):
+        self.optimizer, self.bounds = optimizer, np.asarray(bounds, np.int64)
+        self.loop = jvm.TrainingLoop(data.rdd, self.bounds, np.asarray(data.sizes, np.int64), groups)
+        task = partial(gradient_records, fit_broadcast, data.rdd._jrdd_deserializer)
+        self.loop.set_gradients(task)
+        self.step_count = 0
+
+    def set_weights(self, parameters: np.ndarray, buffers: np.ndarray) -> None:
+        self.loop.set_weights(np.concatenate([parameters, buffers]).astype("<f4"), parameters.size)
+
+    def weights(self, num_parameters: int) -> tuple[np.ndarray, np.ndarray]:
+        flat = np.frombuffer(self.loop.weights(), "<f4").astype(np.float32)
+        return flat[:num_parameters], flat[num_parameters:]
+
+    def set_states(self, states: list) -> None:
+        steps = {int(s["step"]) for s in states}
+        if len(steps) != 1:
+            raise ValueError(f"shard states disagree on the optimizer step: {sorted(steps)}")
+        self.step_count = steps.pop()
+        self.loop.set_states(pack_states(self.optimizer, states, self.bounds))
+
+    def states(self) -> list:
+        return unpack_states(self.optimizer, self.loop.states())
+
+    def step(self, epoch: int, iteration: int, global_iteration: int, lr: float):
+        """Run one iteration. Returns ``(ok, ran_full, loss_sum, normalizer_sum, samples)``; ``ok`` is False
+        when the loss or the new weights are not finite (then nothing was committed)."""
+        program = encode_program(self.optimizer, self.bounds, lr, self.step_count + 1)
+        status, ran_full, loss_sum, norm_sum, samples = _STEP.unpack(
+            self.loop.step(epoch, iteration, global_iteration, program))
+        if status == _OK:
+            self.step_count += 1
+        return status == _OK, ran_full, loss_sum, norm_sum, samples
+
+    def invalidate_local_copies(self) -> None:
+        self.loop.invalidate_local_copies()
+
+    def close(self) -> None:
+        self.loop.close()
