@@ -1,10 +1,77 @@
 """The one module that talks to Spark's JVM through py4j (DESIGN.md: one narrow door).
 
-Everything here uses only Spark's public JVM API; nothing is placed in Spark's own packages.
+Everything here uses only Spark's public JVM API; nothing is placed in Spark's own packages. sparkdl's own JVM
+code (``jvm_bridge/``, shipped as :func:`jar_path`) is reached through :func:`bridge`, which returns its one
+façade class ``org.sparkdl.bridge.Bridge``. ``python -m sparkdl.jvm`` prints the jar's path.
 """
 from __future__ import annotations
 
-__all__ = ["count_on_jvm", "empty_view", "persistent_rdd_count", "set_jvm_log_level"]
+import os
+import weakref
+
+__all__ = ["BridgeMissingError", "BRIDGE_CLASS", "bridge", "jar_path", "count_on_jvm", "empty_view",
+           "persistent_rdd_count", "set_jvm_log_level"]
+
+#: The façade class of the JVM bridge.
+BRIDGE_CLASS = "org.sparkdl.bridge.Bridge"
+
+_bridges = weakref.WeakKeyDictionary()
+
+
+class BridgeMissingError(RuntimeError):
+    """The running Spark session cannot load sparkdl's JVM bridge (the jar is not on its class path, is not
+    built, or is from another sparkdl version)."""
+
+
+def jar_path() -> str:
+    """Absolute path of ``sparkdl-bridge.jar`` inside the installed package (built by ``pip install``)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "sparkdl-bridge.jar")
+
+
+def _how_to_add() -> str:
+    path = jar_path()
+    if not os.path.isfile(path):
+        return (f"The jar {path} does not exist: this sparkdl was installed without building it. Reinstall with "
+                "'pip install .' (or 'pip install -e .'; building needs a JDK, javac), or run "
+                "'python jvm_bridge/build.py' in a source checkout.")
+    return ("Add the jar when the session is created (the JVM must start with it):\n"
+            f"  spark-submit / pyspark / YARN:  --jars {path}\n"
+            f"  SparkSession.builder:           .config(\"spark.jars\", \"{path}\")\n"
+            "(append it, comma-separated, to any spark.jars you already have; 'python -m sparkdl.jvm' prints the "
+            "path). Sessions created by sparkdl.engine.get_or_create_session add it themselves.")
+
+
+def bridge(sc):
+    """The JVM façade class ``org.sparkdl.bridge.Bridge`` (a py4j ``JavaClass``: call its static methods).
+
+    Parameters
+    ----------
+    sc : pyspark.SparkContext
+
+    Raises
+    ------
+    BridgeMissingError
+        If the driver JVM cannot load the class, or it reports another sparkdl version than this one; the
+        message names the line to add to the session (``--jars <path>`` / ``spark.jars``).
+    """
+    cls = _bridges.get(sc)
+    if cls is not None:
+        return cls
+    from py4j.java_gateway import JavaClass
+
+    from sparkdl import __version__
+    cls = sc._jvm
+    for part in BRIDGE_CLASS.split("."):
+        cls = getattr(cls, part)
+    if not isinstance(cls, JavaClass):
+        raise BridgeMissingError(f"sparkdl's JVM bridge ({BRIDGE_CLASS}) is not on this Spark session's class "
+                                 f"path. {_how_to_add()}")
+    found = cls.version()
+    if found != __version__:
+        raise BridgeMissingError(f"the Spark session has sparkdl's JVM bridge of version {found}, but this is sparkdl "
+                                 f"{__version__}: a stale sparkdl-bridge.jar is on its class path. {_how_to_add()}")
+    _bridges[sc] = cls
+    return cls
 
 
 def count_on_jvm(rdd) -> int:
@@ -47,3 +114,7 @@ def empty_view(rdd):
     located = jsc.makeRDD(to_scala.asScala(items).toSeq(), tag)
     empty = jvm.org.apache.spark.api.java.JavaRDD(located, tag).sample(False, 0.0, 0)
     return RDD(empty, sc, rdd._jrdd_deserializer)
+
+
+if __name__ == "__main__":
+    print(jar_path())
