@@ -1,11 +1,77 @@
 """The one module that talks to Spark's JVM through py4j (DESIGN.md: one narrow door).
 
-Everything here uses only Spark's public JVM API; nothing is placed in Spark's own packages.
+Everything here uses only Spark's public JVM API; nothing is placed in Spark's own packages. sparkdl's own JVM
+code (``jvm_bridge/``, shipped as :func:`jar_path`) is reached through :func:`bridge`, which returns its one
+façade class ``org.sparkdl.bridge.Bridge``. ``python -m sparkdl.jvm`` prints the jar's path.
 """
 from __future__ import annotations
 
-__all__ = ["count_on_jvm", "empty_view", "persistent_rdd_count", "set_jvm_log_level", "bridge_available",
-           "TrainingLoop"]
+import os
+import weakref
+
+__all__ = ["BridgeMissingError", "BRIDGE_CLASS", "bridge", "jar_path", "count_on_jvm", "empty_view",
+           "persistent_rdd_count", "set_jvm_log_level", "TrainingLoop"]
+
+#: The façade class of the JVM bridge.
+BRIDGE_CLASS = "org.sparkdl.bridge.Bridge"
+
+_bridges = weakref.WeakKeyDictionary()
+
+
+class BridgeMissingError(RuntimeError):
+    """The running Spark session cannot load sparkdl's JVM bridge (the jar is not on its class path, is not
+    built, or is from another sparkdl version)."""
+
+
+def jar_path() -> str:
+    """Absolute path of ``sparkdl-bridge.jar`` inside the installed package (built by ``pip install``)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "sparkdl-bridge.jar")
+
+
+def _how_to_add() -> str:
+    path = jar_path()
+    if not os.path.isfile(path):
+        return (f"The jar {path} does not exist: this sparkdl was installed without building it. Reinstall with "
+                "'pip install .' (or 'pip install -e .'; building needs a JDK, javac), or run "
+                "'python jvm_bridge/build.py' in a source checkout.")
+    return ("Add the jar when the session is created (the JVM must start with it):\n"
+            f"  spark-submit / pyspark / YARN:  --jars {path}\n"
+            f"  SparkSession.builder:           .config(\"spark.jars\", \"{path}\")\n"
+            "(append it, comma-separated, to any spark.jars you already have; 'python -m sparkdl.jvm' prints the "
+            "path). Sessions created by sparkdl.engine.get_or_create_session add it themselves.")
+
+
+def bridge(sc):
+    """The JVM façade class ``org.sparkdl.bridge.Bridge`` (a py4j ``JavaClass``: call its static methods).
+
+    Parameters
+    ----------
+    sc : pyspark.SparkContext
+
+    Raises
+    ------
+    BridgeMissingError
+        If the driver JVM cannot load the class, or it reports another sparkdl version than this one; the
+        message names the line to add to the session (``--jars <path>`` / ``spark.jars``).
+    """
+    cls = _bridges.get(sc)
+    if cls is not None:
+        return cls
+    from py4j.java_gateway import JavaClass
+
+    from sparkdl import __version__
+    cls = sc._jvm
+    for part in BRIDGE_CLASS.split("."):
+        cls = getattr(cls, part)
+    if not isinstance(cls, JavaClass):
+        raise BridgeMissingError(f"sparkdl's JVM bridge ({BRIDGE_CLASS}) is not on this Spark session's class "
+                                 f"path. {_how_to_add()}")
+    found = cls.version()
+    if found != __version__:
+        raise BridgeMissingError(f"the Spark session has sparkdl's JVM bridge of version {found}, but this is sparkdl "
+                                 f"{__version__}: a stale sparkdl-bridge.jar is on its class path. {_how_to_add()}")
+    _bridges[sc] = cls
+    return cls
 
 
 def count_on_jvm(rdd) -> int:
@@ -50,20 +116,6 @@ def empty_view(rdd):
     return RDD(empty, sc, rdd._jrdd_deserializer)
 
 
-def bridge_available(sc) -> bool:
-    """Whether the sparkdl JVM bridge is on this session's driver class path."""
-    from py4j.java_gateway import JavaClass
-    return isinstance(sc._jvm.org.sparkdl.bridge.TrainingLoop, JavaClass)
-
-
-def _bridge_class(sc, name: str):
-    cls = getattr(sc._jvm.org.sparkdl.bridge, name)
-    from py4j.java_gateway import JavaClass
-    if not isinstance(cls, JavaClass):
-        raise RuntimeError(f"sparkdl: the JVM bridge class org.sparkdl.bridge.{name} is not on this session's "
-                           "class path")
-    return cls
-
 
 def _raw_python_rdd(java_rdd, sc, func):
     """The JVM side of ``func`` mapped over a JavaRDD of ``byte[]``: ``func(split, frames)`` receives raw
@@ -82,8 +134,7 @@ class TrainingLoop:
     def __init__(self, data_rdd, bounds, sizes, groups: int):
         sc = data_rdd.context
         self._sc = sc
-        cls = _bridge_class(sc, "TrainingLoop")
-        self._loop = cls(sc._jsc, data_rdd._jrdd, bounds.astype("<i8").tobytes(), sizes.astype("<i8").tobytes(),
+        self._loop = bridge(sc).trainingLoop(sc._jsc, data_rdd._jrdd, bounds.astype("<i8").tobytes(), sizes.astype("<i8").tobytes(),
                          int(groups))
 
     def set_gradients(self, func) -> None:
@@ -114,3 +165,7 @@ class TrainingLoop:
 
     def close(self) -> None:
         self._loop.close()
+
+
+if __name__ == "__main__":
+    print(jar_path())

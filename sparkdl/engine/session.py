@@ -1,11 +1,15 @@
 """The SparkSession sparkdl creates when the caller has none, with the settings that cut the fixed
-per-iteration cost of a training job. Users with their own session should set the same keys (see
-:data:`RECOMMENDED_CONF` and the README)."""
+per-iteration cost of a training job, and sparkdl's JVM bridge jar on the driver and executor class paths. Users
+with their own session should set the same keys (see :data:`RECOMMENDED_CONF` and the README) and add the jar
+(``spark.jars``, see :func:`sparkdl.jvm.jar_path`)."""
 from __future__ import annotations
 
 import os
 
+from pyspark import SparkConf
 from pyspark.sql import SparkSession
+
+from sparkdl.jvm import jar_path
 
 __all__ = ["RECOMMENDED_CONF", "get_or_create_session", "default_numba_cache_dir"]
 
@@ -36,6 +40,16 @@ def default_numba_cache_dir() -> str:
     return os.path.join(base, "sparkdl", "numba")
 
 
+def _with_bridge_jar(jars: str | None) -> str | None:
+    """``jars`` (a comma-separated ``spark.jars`` value) with the bridge jar appended, unless it is there or
+    was not built (then :func:`sparkdl.jvm.bridge` explains what is missing)."""
+    items = [j.strip() for j in (jars or "").split(",") if j.strip()]
+    path = jar_path()
+    if os.path.isfile(path) and not any(os.path.basename(j) == os.path.basename(path) for j in items):
+        items.append(path)
+    return ",".join(items) or None
+
+
 def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", conf: dict | None = None):
     """Return the active SparkSession, or create one with :data:`RECOMMENDED_CONF`.
 
@@ -46,7 +60,8 @@ def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", 
         launched by ``spark-submit``, else ``local[*]``. Ignored when a session is already active, which
         is then returned unchanged.
     conf : dict, optional
-        Extra settings for a new session (override the recommended ones).
+        Extra settings for a new session (override the recommended ones). The bridge jar is appended to
+        ``spark.jars`` (to this one, or to one set in ``spark-defaults.conf``/by ``spark-submit``).
     """
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -60,6 +75,9 @@ def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", 
         # writable cache. (Local executors share the driver's cache, so kernels compile once.)
         settings["spark.executorEnv.NUMBA_CACHE_DIR"] = default_numba_cache_dir()
     settings.update(conf or {})
+    jars = _with_bridge_jar(settings.get("spark.jars", SparkConf().get("spark.jars", None)))
+    if jars:
+        settings["spark.jars"] = jars
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

@@ -29,7 +29,7 @@ from sparkdl.engine.plan import batch_sizes
 from sparkdl.engine.summary import TrainSummary
 from sparkdl.engine.triggers import EveryEpoch, MaxEpoch, TrainingState, Trigger
 from sparkdl.trainer import sum_reduction
-from sparkdl.jvm import bridge_available, empty_view, set_jvm_log_level
+from sparkdl.jvm import bridge, empty_view, set_jvm_log_level
 
 __all__ = ["DistributedTrainer", "TrainingDivergedError"]
 
@@ -238,8 +238,9 @@ class DistributedTrainer:
         self._bc_fit = CloudBroadcast(sc, fit_ctx)
         use_jvm = self.jvm_reduce
         if use_jvm is None:
-            use_jvm = supports(self.optimizer, self.compress) is None and bridge_available(sc)
+            use_jvm = supports(self.optimizer, self.compress) is None
         if use_jvm:
+            bridge(sc)  # BridgeMissingError naming the line to add to the session
             groups = max(1, sc.defaultParallelism // _task_cpus(sc)) if self.local_data_copy else 0
             self._jvm = JvmAllReduce(data, self._bc_fit, self.optimizer, bounds, groups)
             self._local_view = None

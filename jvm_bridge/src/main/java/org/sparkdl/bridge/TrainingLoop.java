@@ -62,7 +62,7 @@ public final class TrainingLoop {
      * @param sizes int64 little-endian sample counts per data partition
      * @param groups number of group tasks of the local source (task slots); 0: never use local copies
      */
-    public TrainingLoop(JavaSparkContext jsc, JavaRDD<byte[]> data, byte[] bounds, byte[] sizes, int groups) {
+    TrainingLoop(JavaSparkContext jsc, JavaRDD<byte[]> data, byte[] bounds, byte[] sizes, int groups) {
         this.jsc = jsc;
         this.data = data;
         this.bounds = longs(bounds);

@@ -1,0 +1,69 @@
+package org.sparkdl.bridge;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.lang.management.ManagementFactory;
+import java.util.Collections;
+import java.util.List;
+import java.util.Properties;
+
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.api.java.JavaSparkContext;
+
+/**
+ * The one class sparkdl's Python side calls (through py4j, from {@code sparkdl/jvm.py} only).
+ *
+ * <p>Every method is static and takes or returns plain Java/Spark public-API types. Helpers live in other
+ * classes of this package; this class only routes calls to them.
+ */
+public final class Bridge {
+
+    private static final String VERSION = readVersion();
+
+    private Bridge() {
+    }
+
+    /** The sparkdl version this jar was built for (written into the jar by the build). */
+    public static String version() {
+        return VERSION;
+    }
+
+    /**
+     * Runs {@code numTasks} tasks that each load this class on their executor and report
+     * {@code "<jvm name> <version>"} (the JVM name is {@code pid@host}): proves that executors, not only the
+     * driver, have the bridge on their class path.
+     */
+    public static List<String> taskVersions(JavaSparkContext jsc, int numTasks) {
+        return jsc.parallelize(Collections.nCopies(numTasks, 0), numTasks)
+                .map(x -> ManagementFactory.getRuntimeMXBean().getName() + " " + Bridge.version())
+                .collect();
+    }
+
+    /**
+     * The driver side of one training run whose AllReduce runs on the JVM (see {@link TrainingLoop});
+     * arguments as its constructor.
+     */
+    public static TrainingLoop trainingLoop(JavaSparkContext jsc, JavaRDD<byte[]> data, byte[] bounds, byte[] sizes,
+                                            int groups) {
+        return new TrainingLoop(jsc, data, bounds, sizes, groups);
+    }
+
+    /** This (the driver's) JVM name, {@code pid@host}. */
+    public static String jvmName() {
+        return ManagementFactory.getRuntimeMXBean().getName();
+    }
+
+    private static String readVersion() {
+        Properties p = new Properties();
+        try (InputStream in = Bridge.class.getResourceAsStream("bridge.properties")) {
+            if (in == null) {
+                throw new IllegalStateException("sparkdl-bridge.jar has no org/sparkdl/bridge/bridge.properties");
+            }
+            p.load(in);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        return p.getProperty("version");
+    }
+}
