@@ -10,7 +10,8 @@ import os
 import weakref
 
 __all__ = ["BridgeMissingError", "BRIDGE_CLASS", "bridge", "jar_path", "count_on_jvm", "empty_view",
-           "persistent_rdd_count", "set_jvm_log_level", "TrainingLoop"]
+           "persistent_rdd_count", "set_jvm_log_level", "TrainingLoop",
+           "start_profiler", "stop_profiler"]
 
 #: The façade class of the JVM bridge.
 BRIDGE_CLASS = "org.sparkdl.bridge.Bridge"
@@ -165,6 +166,18 @@ class TrainingLoop:
 
     def close(self) -> None:
         self._loop.close()
+
+
+def start_profiler(sc) -> None:
+    """Record per-job, per-stage task metrics on the driver JVM until :func:`stop_profiler` (benchmarks)."""
+    bridge(sc).startProfiler(sc._jsc)
+
+
+def stop_profiler(sc) -> list:
+    """Stop the profiler; returns one dict per finished job: ``{"job", "ms", "stages": [...]}`` where each
+    stage (in order) has its task count, wall time and summed task metrics in milliseconds."""
+    import json
+    return json.loads(bridge(sc).stopProfiler(sc._jsc))
 
 
 if __name__ == "__main__":

@@ -153,6 +153,8 @@ def gradient_records(fit_broadcast, data_deserializer, split: int, frames):
     partitions = np.frombuffer(header, "<i4", n, _HEADER.size)
     weights = np.frombuffer(next(frames), np.float32)
     items = _deserialize(data_deserializer, frames) if full else None
+    for _ in frames:  # drain the input (nothing is left in local mode): keeps the Python worker reusable
+        pass
     fit: FitContext = fit_broadcast.value
     num_parameters = fit.model.flat_parameters.size
     split_weights = (weights[:num_parameters], weights[num_parameters:])

@@ -49,6 +49,26 @@ public final class Bridge {
         return new TrainingLoop(jsc, data, bounds, sizes, groups);
     }
 
+    private static StageProfiler profiler;
+
+    /** Start recording per-job, per-stage task metrics (benchmarks); replaces a running profiler. */
+    public static synchronized void startProfiler(JavaSparkContext jsc) {
+        stopProfiler(jsc);
+        profiler = new StageProfiler();
+        jsc.sc().addSparkListener(profiler);
+    }
+
+    /** Stop recording; returns the report as JSON (see {@link StageProfiler#report}), or "[]". */
+    public static synchronized String stopProfiler(JavaSparkContext jsc) {
+        if (profiler == null) {
+            return "[]";
+        }
+        jsc.sc().removeSparkListener(profiler);
+        String out = profiler.report();
+        profiler = null;
+        return out;
+    }
+
     /** This (the driver's) JVM name, {@code pid@host}. */
     public static String jvmName() {
         return ManagementFactory.getRuntimeMXBean().getName();

@@ -1,0 +1,170 @@
+"""The JVM AllReduce (jvm_bridge TrainingLoop) against the Python reduce it replaces: bitwise equal."""
+import numpy as np
+import pytest
+
+from sparkdl import nn
+from sparkdl.engine import DataBlocks, DistributedTrainer, MaxEpoch, MaxIteration, TrainingDivergedError
+from sparkdl.engine.jvm_reduce import pack_states, supports, unpack_states
+from sparkdl.jvm import persistent_rdd_count
+from sparkdl.optim import SGD, Adagrad, Adam, AdamW
+
+
+def _data(n=96, d=6, classes=3, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    y = rng.integers(0, classes, n)
+    return x, y
+
+
+def _model(seed=1, norm=False):
+    layers = [nn.Linear(6, 16)] + ([nn.BatchNorm1d(16)] if norm else []) + [nn.ReLU(), nn.Dropout(0.2),
+                                                                            nn.Linear(16, 3)]
+    return nn.Sequential(*layers).initialize(seed)
+
+
+def _fit(data, model, opt, jvm, epochs=2, groups=None, **kw):
+    trainer = DistributedTrainer(model, nn.CrossEntropyLoss(), opt, batch_size=20, end_trigger=MaxEpoch(epochs),
+                                 seed=5, progress=False, jvm_reduce=jvm, **kw)
+    summary = trainer.fit(data)
+    return summary, trainer
+
+
+def _groups(layout):
+    return [{"params": ["0.bias"], "lr": 0.05, "weight_decay": 0.0}, {"params": [layout.names()[-1]], "frozen": True}]
+
+
+OPTIMIZERS = {
+    "sgd": lambda: SGD(lr=0.1),
+    "sgd_momentum_dampening_wd": lambda: SGD(lr=0.1, momentum=0.9, dampening=0.1, weight_decay=1e-3),
+    "sgd_nesterov_clip_value": lambda: SGD(lr=0.1, momentum=0.9, nesterov=True, clip_value=0.05),
+    "adam": lambda: Adam(lr=0.01),
+    "adam_wd_amsgrad": lambda: Adam(lr=0.01, weight_decay=1e-2, amsgrad=True),
+    "adamw_clip_value": lambda: AdamW(lr=0.01, clip_value=0.1),
+}
+
+
+@pytest.fixture(scope="module")
+def data(spark):
+    x, y = _data()
+    blocks = DataBlocks.from_samples(spark.sparkContext.parallelize(list(zip(x, y)), 3))
+    yield blocks
+    blocks.unpersist()
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_bitwise_equal_to_python_reduce(data, name):
+    py_model, jvm_model = _model(), _model()
+    py, _ = _fit(data, py_model, OPTIMIZERS[name](), False)
+    jv, trainer = _fit(data, jvm_model, OPTIMIZERS[name](), True)
+    assert len(jv.loss) == 10
+    np.testing.assert_array_equal(jv.loss, py.loss)
+    np.testing.assert_array_equal(jvm_model.flat_parameters, py_model.flat_parameters)
+    assert not np.array_equal(jvm_model.flat_parameters, _model().flat_parameters)  # it trained
+
+
+def test_param_groups_frozen_batchnorm_and_blocks_bitwise(data):
+    def opt(model):
+        o = AdamW(lr=0.01)
+        o.configure(model.parameter_layout(), _groups(model.parameter_layout()))
+        return o
+    py_model, jvm_model = _model(norm=True), _model(norm=True)
+    frozen_before = jvm_model.flat_parameters[-3:].copy()
+    py, _ = _fit(data, py_model, opt(py_model), False, num_blocks=3)
+    jv, _ = _fit(data, jvm_model, opt(jvm_model), True, num_blocks=3)
+    np.testing.assert_array_equal(jv.loss, py.loss)
+    np.testing.assert_array_equal(jvm_model.flat_parameters, py_model.flat_parameters)
+    np.testing.assert_array_equal(jvm_model.flat_buffers, py_model.flat_buffers)  # BatchNorm running stats
+    np.testing.assert_array_equal(jvm_model.flat_parameters[-3:], frozen_before)
+
+
+def test_many_partitions_grouped_per_core_bitwise(spark):
+    """12 partitions on local[2]: after the first iteration two group tasks compute all partitions."""
+    x, y = _data(n=120)
+    data = DataBlocks.from_numpy(spark.sparkContext, x, y, 12)
+    py_model, jvm_model = _model(), _model()
+    py, _ = _fit(data, py_model, Adam(lr=0.01), False)
+    jv, trainer = _fit(data, jvm_model, Adam(lr=0.01), True)
+    np.testing.assert_array_equal(jv.loss, py.loss)
+    np.testing.assert_array_equal(jvm_model.flat_parameters, py_model.flat_parameters)
+    data.unpersist()
+
+
+def test_checkpoint_resume_and_states_round_trip(data, tmp_path):
+    whole = _model()
+    _fit(data, whole, Adam(lr=0.01), True, epochs=2)
+    part = _model()
+    _fit(data, part, Adam(lr=0.01), True, epochs=1, checkpoint_dir=str(tmp_path))
+    resumed = part.copy()
+    trainer = DistributedTrainer(resumed, nn.CrossEntropyLoss(), Adam(lr=0.01), batch_size=20,
+                                 end_trigger=MaxEpoch(2), seed=5, progress=False, jvm_reduce=True,
+                                 checkpoint_dir=str(tmp_path))
+    trainer.fit(data, resume=True)
+    np.testing.assert_array_equal(resumed.flat_parameters, whole.flat_parameters)
+
+
+def test_task_failures_retried_bit_identically(data):
+    clean, faulty = _model(), _model()
+    _fit(data, clean, Adam(lr=0.01), True, epochs=1)
+
+    def hook(stage, partition, epoch, iteration, attempt):
+        if attempt == 0 and partition == 1 and iteration in (0, 3):
+            from sparkdl.engine.tasks import FaultInjected
+            raise FaultInjected(f"injected failure, partition {partition}, iteration {iteration}")
+    _fit(data, faulty, Adam(lr=0.01), True, epochs=1, fault_hook=hook)
+    np.testing.assert_array_equal(clean.flat_parameters, faulty.flat_parameters)
+
+
+def test_divergence_keeps_last_good_weights(spark):
+    x, y = _data()
+    x *= 1e30
+    data = DataBlocks.from_numpy(spark.sparkContext, x, y, 2)
+    model = _model()
+    before = model.flat_parameters.copy()
+    with pytest.raises(TrainingDivergedError, match="iteration 1"):
+        _fit(data, model, SGD(lr=1e10), True)
+    np.testing.assert_array_equal(model.flat_parameters, before)
+    data.unpersist()
+
+
+def test_cache_broadcasts_and_lineage_stay_bounded(spark):
+    x, y = _data(n=40)
+    sc = spark.sparkContext
+    before = persistent_rdd_count(sc)
+    data = DataBlocks.from_numpy(sc, x, y, 2)
+    trainer = DistributedTrainer(_model(), nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), batch_size=8,
+                                 end_trigger=MaxIteration(40), progress=False, jvm_reduce=True)
+    seen = []
+    record = trainer._record
+
+    def spy(*args):
+        record(*args)
+        seen.append((trainer._jvm.loop.lineage_depth(), persistent_rdd_count(sc)))
+    trainer._record = spy
+    trainer.fit(data)
+    assert len(seen) == 40
+    assert max(d for d, _ in seen[3:]) == min(d for d, _ in seen[3:])  # lineage does not grow
+    assert max(c for _, c in seen) <= before + 2  # the data + the current shard states
+    assert persistent_rdd_count(sc) == before + 1  # states released at the end of fit
+    data.unpersist()
+
+
+def test_unsupported_configurations_are_named():
+    assert supports(Adagrad(lr=0.1), None) is not None
+    assert "clip_norm" in supports(SGD(lr=0.1, clip_norm=1.0), None)
+    assert supports(Adam(), "fp16") is not None
+    assert supports(AdamW(), None) is None
+    with pytest.raises(ValueError, match="jvm_reduce=True is not possible: optimizer Adagrad"):
+        DistributedTrainer(_model(), nn.CrossEntropyLoss(), Adagrad(lr=0.1), batch_size=4, jvm_reduce=True)
+
+
+def test_state_packing_round_trip():
+    opt = Adam(amsgrad=True)
+    bounds = np.array([0, 3, 7])
+    rng = np.random.default_rng(0)
+    states = [{"step": 4, **{n: rng.standard_normal(hi - lo).astype(np.float32) for n in opt.state_names}}
+              for lo, hi in zip(bounds[:-1], bounds[1:])]
+    back = unpack_states(opt, pack_states(opt, states, bounds))
+    for a, b in zip(states, back):
+        assert b["step"] == 4 and set(a) == set(b)
+        for n in opt.state_names:
+            np.testing.assert_array_equal(a[n], b[n])
