@@ -1,9 +1,11 @@
 """Layers, containers, losses and initializers over one flat parameter vector (see :mod:`sparkdl.nn.module`)."""
 from sparkdl.nn import init
-from sparkdl.nn.activation import ELU, GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
+from sparkdl.nn.activation import (ELU, GELU, LeakyReLU, LogSoftmax, PReLU, ReLU, Sigmoid, SiLU, Softmax, Softplus,
+                                   Tanh)
 from sparkdl.nn.conv import Conv2d
 from sparkdl.nn.containers import Concat, Residual, Sequential
 from sparkdl.nn.dropout import Dropout
+from sparkdl.nn.layer_norm import GroupNorm, LayerNorm
 from sparkdl.nn.layout import Layout
 from sparkdl.nn.linear import Linear
 from sparkdl.nn.loss import (BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, Loss, MSELoss, NLLLoss,
@@ -16,4 +18,5 @@ from sparkdl.nn.shape import Flatten, Identity, Reshape
 __all__ = ["init", "Module", "Layout", "Linear", "ReLU", "Sequential", "Residual", "Concat", "Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d",
            "LeakyReLU", "ELU", "GELU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "BatchNorm1d", "BatchNorm2d",
            "Dropout", "Flatten", "Reshape", "Identity",
+           "SiLU", "Softplus", "PReLU", "LayerNorm", "GroupNorm",
            "Loss", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "BCEWithLogitsLoss"]
