@@ -3,6 +3,8 @@ from sparkdl.nn import init
 from sparkdl.nn.activation import (ELU, GELU, LeakyReLU, LogSoftmax, PReLU, ReLU, Sigmoid, SiLU, Softmax, Softplus,
                                    Tanh)
 from sparkdl.nn.conv import Conv2d
+from sparkdl.nn.conv1d import Conv1d
+from sparkdl.nn.conv_transpose import ConvTranspose2d
 from sparkdl.nn.containers import Concat, Residual, Sequential
 from sparkdl.nn.dropout import Dropout
 from sparkdl.nn.layer_norm import GroupNorm, LayerNorm
@@ -12,11 +14,13 @@ from sparkdl.nn.loss import (BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, Loss, 
                              SmoothL1Loss)
 from sparkdl.nn.module import Module
 from sparkdl.nn.normalization import BatchNorm1d, BatchNorm2d
-from sparkdl.nn.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
+from sparkdl.nn.pooling import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
 from sparkdl.nn.shape import Flatten, Identity, Reshape
+from sparkdl.nn.upsample import Upsample
 
 __all__ = ["init", "Module", "Layout", "Linear", "ReLU", "Sequential", "Residual", "Concat", "Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d",
            "LeakyReLU", "ELU", "GELU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "BatchNorm1d", "BatchNorm2d",
            "Dropout", "Flatten", "Reshape", "Identity",
-           "SiLU", "Softplus", "PReLU", "LayerNorm", "GroupNorm",
+           "SiLU", "Softplus", "PReLU", "LayerNorm", "GroupNorm", "Conv1d", "MaxPool1d", "AvgPool1d",
+           "ConvTranspose2d", "Upsample",
            "Loss", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "BCEWithLogitsLoss"]
