@@ -47,7 +47,8 @@ def test_mha_masks_match_pytorch(use_pad, use_float, causal):
         tmask = tri if tmask is None else tmask + tri
     xt = torch.from_numpy(x.copy()).requires_grad_(True)
     # torch deprecates mixing bool and float masks: the padding mask goes in as a float mask then
-    tpad = None if pad is None else torch.from_numpy(pad if tmask is None else np.where(pad, -np.inf, 0).astype(np.float32))
+    tpad = None if pad is None else torch.from_numpy(pad if tmask is None
+                                                     else np.where(pad, -np.inf, 0).astype(np.float32))
     yt = tm(xt, xt, xt, key_padding_mask=tpad, attn_mask=tmask, need_weights=False)[0]
     _compare(y, cache, layer, tm, yt, xt, np.random.default_rng(2).standard_normal(y.shape).astype(np.float32))
 

@@ -23,8 +23,9 @@ def test_conv_transpose_is_the_adjoint_of_conv2d():
     np.testing.assert_allclose(np.sum(conv(x) * y), np.sum(x * convt(y)), rtol=1e-12)
 
 
-@pytest.mark.parametrize("layer,shape", [(nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1), (5, 3, 4, 5)),
-                                          (nn.Conv1d(3, 4, 3, stride=2, padding=1), (5, 3, 9))])
+@pytest.mark.parametrize("layer,shape", [
+    (nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1), (5, 3, 4, 5)),
+    (nn.Conv1d(3, 4, 3, stride=2, padding=1), (5, 3, 9))])
 def test_several_chunks_match_pytorch(monkeypatch, layer, shape):
     monkeypatch.setattr(conv_module, "_CHUNK_BYTES_PER_THREAD", 1)  # one sample per chunk
     layer.initialize(3)

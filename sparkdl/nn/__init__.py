@@ -20,9 +20,9 @@ from sparkdl.nn.shape import Flatten, Identity, Reshape
 from sparkdl.nn.transformer import TransformerEncoderLayer
 from sparkdl.nn.upsample import Upsample
 
-__all__ = ["init", "Module", "Layout", "Linear", "ReLU", "Sequential", "Residual", "Concat", "Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d",
-           "LeakyReLU", "ELU", "GELU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "BatchNorm1d", "BatchNorm2d",
-           "Dropout", "Flatten", "Reshape", "Identity",
+__all__ = ["init", "Module", "Layout", "Linear", "ReLU", "Sequential", "Residual", "Concat", "Conv2d", "MaxPool2d",
+           "AvgPool2d", "AdaptiveAvgPool2d", "LeakyReLU", "ELU", "GELU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax",
+           "BatchNorm1d", "BatchNorm2d", "Dropout", "Flatten", "Reshape", "Identity",
            "SiLU", "Softplus", "PReLU", "LayerNorm", "GroupNorm", "Conv1d", "MaxPool1d", "AvgPool1d",
            "ConvTranspose2d", "Upsample", "MultiheadAttention", "TransformerEncoderLayer",
            "Loss", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "BCEWithLogitsLoss"]

@@ -52,7 +52,7 @@ def im2col_plan(geom: ConvGeometry, x_shape, ho: int, wo: int, c_out: int, items
     """Chunk geometry ``(hp, wp, wq, plane, k, nb)`` of a convolution of input ``x_shape`` (N, C, H, W) with
     output size ``(ho, wo)`` and ``c_out`` output channels (see :mod:`sparkdl.kernels.conv`)."""
     n, c, h, w = x_shape
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geom.kernel_size, geom.stride, geom.padding, geom.dilation
+    (kh, kw), (sh, sw), (ph, pw), dw = geom.kernel_size, geom.stride, geom.padding, geom.dilation[1]
     hp, wp = h + 2 * ph, w + 2 * pw
     wide = sh == 1 and sw == 1 and wp <= (1 + _MAX_WIDE_WASTE) * wo
     wq = wp if wide else wo

@@ -22,9 +22,11 @@ _ACTIVATIONS = {"relu": (KA.relu_forward, KA.relu_backward, True), "gelu": (KA.g
 class TransformerEncoderLayer(Module):
     r"""One Transformer encoder layer (Vaswani et al., 2017).
 
-    Post-norm (default): :math:`z = \mathrm{LN}_1(x + \mathrm{SA}(x))`, :math:`y = \mathrm{LN}_2(z + \mathrm{FF}(z))`;
-    pre-norm (``norm_first``): :math:`z = x + \mathrm{SA}(\mathrm{LN}_1(x))`, :math:`y = z + \mathrm{FF}(\mathrm{LN}_2(z))`;
-    with :math:`\mathrm{SA}` = dropout1 ∘ self_attn and :math:`\mathrm{FF}(z)` = dropout2(linear2(dropout(act(linear1(z))))).
+    Post-norm (default): :math:`z = \mathrm{LN}_1(x + \mathrm{SA}(x))`,
+    :math:`y = \mathrm{LN}_2(z + \mathrm{FF}(z))`; pre-norm (``norm_first``):
+    :math:`z = x + \mathrm{SA}(\mathrm{LN}_1(x))`, :math:`y = z + \mathrm{FF}(\mathrm{LN}_2(z))`; with
+    :math:`\mathrm{SA}` = dropout1 ∘ self_attn and
+    :math:`\mathrm{FF}(z)` = dropout2(linear2(dropout(act(linear1(z))))).
 
     Parameters
     ----------

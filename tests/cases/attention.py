@@ -5,7 +5,6 @@ calls ``forward(x, x, x)`` and keeps the output only. Layers under test draw non
 ``initialize`` (PyTorch initialises the attention biases to 0, which would leave their gradients untested
 in the parity check's forward).
 """
-import numpy as np
 import torch
 
 from sparkdl import nn
