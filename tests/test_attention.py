@@ -122,3 +122,12 @@ def test_forward_errors():
         m.forward(np.zeros((N, L, 4), np.float32))
     with pytest.raises(ValueError, match=r"TransformerEncoderLayer: expected 3-D input, got 2-D"):
         nn.TransformerEncoderLayer(E, H).forward(np.zeros((L, E), np.float32))
+
+
+def test_empty_batch():
+    for layer, shape in ((nn.MultiheadAttention(E, H, batch_first=True), (0, L, E)),
+                         (nn.TransformerEncoderLayer(E, H, 16), (L, 0, E))):
+        y, cache = layer.forward(np.zeros(shape, np.float32))
+        gp = np.full(layer.num_parameters(), np.nan, np.float32)
+        assert y.shape == shape and layer.backward(cache, y, gp).shape == shape
+        np.testing.assert_array_equal(gp, 0)

@@ -95,3 +95,13 @@ def test_upsample_nearest_by_hand():
     np.testing.assert_array_equal(y[0, 0], [[0, 1], [0, 1], [3, 4]])
     yb = nn.Upsample(size=(3, 5), mode="bilinear", align_corners=True)(x)
     np.testing.assert_allclose(yb[0, 0], [[0, 0.5, 1, 1.5, 2], [1.5, 2, 2.5, 3, 3.5], [3, 3.5, 4, 4.5, 5]])
+
+
+@pytest.mark.parametrize("layer,shape,out", [
+    (nn.Conv1d(2, 3, 3), (0, 2, 5), (0, 3, 3)), (nn.ConvTranspose2d(2, 3, 3, stride=2), (0, 2, 3, 3), (0, 3, 7, 7)),
+    (nn.Upsample(scale_factor=2, mode="bilinear"), (0, 2, 3, 3), (0, 2, 6, 6)), (nn.MaxPool1d(2), (0, 2, 4), (0, 2, 2))])
+def test_empty_batch(layer, shape, out):
+    y, cache = layer.forward(np.zeros(shape, np.float32))
+    gp = np.full(layer.num_parameters(), np.nan, np.float32)
+    assert y.shape == out and layer.backward(cache, y, gp).shape == shape
+    np.testing.assert_array_equal(gp, 0)

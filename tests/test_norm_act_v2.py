@@ -75,3 +75,12 @@ def test_layernorm_normalizes_rows_and_groupnorm_equals_layernorm_over_channels(
     np.testing.assert_allclose(y.var(axis=(1, 2)), 1 / (1 + 1e-5 / x.var(axis=(1, 2))), rtol=1e-12)
     gn = nn.GroupNorm(1, 6, affine=False).astype(np.float64)  # one group == LayerNorm over (C, *)
     np.testing.assert_allclose(gn(x), y, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("layer,shape", [(nn.PReLU(2), (0, 2, 3)), (nn.LayerNorm(4), (0, 3, 4)),
+                                         (nn.GroupNorm(2, 4), (0, 4, 3)), (nn.Softplus(), (0, 5))])
+def test_empty_batch(layer, shape):
+    y, cache = layer.forward(np.zeros(shape, np.float32))
+    gp = np.full(layer.num_parameters(), np.nan, np.float32)
+    assert y.shape == shape and layer.backward(cache, y, gp).shape == shape
+    np.testing.assert_array_equal(gp, 0)  # no samples: zero parameter gradients

@@ -266,9 +266,10 @@ class PReLU(Module):
 
     def __init__(self, num_parameters: int = 1, init: float = 0.25):
         super().__init__()
-        self.num_parameters = check_positive_int("PReLU", "num_parameters", num_parameters)
+        # stored as the weight's length: ``num_parameters`` is Module.num_parameters(), the parameter count
+        count = check_positive_int("PReLU", "num_parameters", num_parameters)
         self.init = _real("PReLU", "init", init)
-        self.add_parameter("weight", (self.num_parameters,))
+        self.add_parameter("weight", (count,))
         self.reset_parameters(np.random.default_rng())
 
     def reset_parameters(self, rng):
@@ -276,12 +277,13 @@ class PReLU(Module):
 
     def _view3(self, x):
         _check_float(self, x)
-        if self.num_parameters == 1:
+        count = self.weight.shape[0]
+        if count == 1:
             return np.ascontiguousarray(x).reshape(1, 1, -1)
-        if x.ndim < 2 or x.shape[1] != self.num_parameters:
-            raise ValueError(f"PReLU: num_parameters={self.num_parameters} slopes need an input (N, C, *) with "
-                             f"C == {self.num_parameters} on axis 1, got shape {x.shape}")
-        return np.ascontiguousarray(x).reshape(x.shape[0], x.shape[1], -1)
+        if x.ndim < 2 or x.shape[1] != count:
+            raise ValueError(f"PReLU: num_parameters={count} slopes need an input (N, C, *) with C == {count} on "
+                             f"axis 1, got shape {x.shape}")
+        return np.ascontiguousarray(x).reshape(x.shape[0], x.shape[1], int(np.prod(x.shape[2:])))
 
     def forward(self, x, *, training=False, rng=None):
         x3 = self._view3(x)
@@ -294,7 +296,7 @@ class PReLU(Module):
         return gx.reshape(shape)
 
     def get_config(self):
-        return {"num_parameters": self.num_parameters, "init": self.init}
+        return {"num_parameters": self.weight.shape[0], "init": self.init}
 
 
 class _AlongDim(Module):
