@@ -186,3 +186,24 @@ def test_errors_and_config_round_trip():
               LAMB(lr=0.002, betas=(0.8, 0.9), eps=1e-7, weight_decay=0.1, clip_norm=1.0)):
         clone = optimizer_from_config(optimizer_config(o.configure(LAYOUT, GROUPS)), LAYOUT)
         assert optimizer_config(clone) == optimizer_config(o) and repr(clone) == repr(o)
+
+
+def test_float64_shards_match_float32_closely():
+    """float64 vectors use float64 partial sums (not exact ints): shard by shard still agrees to rounding."""
+    rng = np.random.default_rng(4)
+    p32 = rng.standard_normal(1000).astype(np.float32)
+    grads = rng.standard_normal((3, 1000))
+    for make in (MAKERS["lars-momentum-always"], MAKERS["lamb"]):
+        results = []
+        for dtype, bounds in ((np.float32, [0, 1000]), (np.float64, [0, 1000]), (np.float64, [0, 7, 613, 1000])):
+            opt, flat = make().configure(LAYOUT, GROUPS), p32.astype(dtype)
+            shards = list(zip(bounds[:-1], bounds[1:]))
+            states = [opt.init_state(lo, hi, dtype=dtype) for lo, hi in shards]
+            for g in grads.astype(dtype):
+                norms = combine_tensor_norms(opt.partial_tensor_norms(flat[lo:hi], g[lo:hi], st, lo)
+                                             for (lo, hi), st in zip(shards, states))
+                for (lo, hi), st in zip(shards, states):
+                    opt.update(flat[lo:hi], g[lo:hi], st, lo=lo, tensor_norms=norms)
+            results.append(flat)
+        np.testing.assert_allclose(results[1], results[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(results[2], results[1], rtol=1e-13, atol=1e-15)
