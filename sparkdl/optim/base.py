@@ -8,7 +8,9 @@ with the shard (see ``DESIGN.md``). An :class:`Optimizer` therefore never sees a
   gradient shard ``grads``.
 
 All math is element-wise (numba kernels, parallel over elements), so updating the whole vector equals
-updating its shards one by one, bit for bit. The base class owns what is common: hyper-parameter checks,
+updating its shards one by one, bit for bit. The layer-wise optimizers (LARS, LAMB) also need per-tensor norms
+of whole tensors: a partial-norms pass over every shard first (:mod:`sparkdl.optim.trust`), exact, so they keep
+the same property. The base class owns what is common: hyper-parameter checks,
 parameter groups (per-tensor ``lr``/``weight_decay`` overrides and freezing, see
 :mod:`sparkdl.optim.groups`), gradient clipping and the optional schedule; a subclass writes only its
 state names and its kernel call (:meth:`Optimizer._apply`).
