@@ -2,7 +2,8 @@
 and in PyTorch, same model, weights, batch and thread count, measured in the same process.
 
 Models: MLP 784-512-256-10 (batch 128), LeNet-5 on 1x28x28 (batch 128), a small VGG-style CNN on 3x32x32
-(batch 64). Runs of the two libraries are interleaved so that load from other processes hits both alike;
+(batch 64), a Transformer encoder layer (d_model 128, 4 heads, feed-forward 2048, dropout 0.1, post-norm;
+batch 32 of 64 tokens) with a linear classifier on its flattened output. Runs of the two libraries are interleaved so that load from other processes hits both alike;
 each number is the median of ``--repeats`` timed steps after ``--warmup`` untimed ones. Also measures the
 numba start-up cost: the first training step in a fresh process with an empty ``NUMBA_CACHE_DIR`` (cold:
 compilation) and in a second fresh process reusing that cache (warm: loading compiled kernels).
@@ -34,9 +35,9 @@ import time
 
 import numpy as np
 
-MODELS = ("mlp", "lenet5", "small_cnn")
-BATCH = {"mlp": 128, "lenet5": 128, "small_cnn": 64}
-INPUT = {"mlp": (784,), "lenet5": (1, 28, 28), "small_cnn": (3, 32, 32)}
+MODELS = ("mlp", "lenet5", "small_cnn", "transformer")
+BATCH = {"mlp": 128, "lenet5": 128, "small_cnn": 64, "transformer": 32}
+INPUT = {"mlp": (784,), "lenet5": (1, 28, 28), "small_cnn": (3, 32, 32), "transformer": (64, 128)}
 
 
 # ---------------------------------------------------------------- models (identical layer lists)
@@ -56,6 +57,9 @@ def _layers(lib, name):
         return [m.Conv2d(3, 32, 3, padding=1), m.ReLU(), m.Conv2d(32, 32, 3, padding=1), m.ReLU(), m.MaxPool2d(2),
                 m.Conv2d(32, 64, 3, padding=1), m.ReLU(), m.Conv2d(64, 64, 3, padding=1), m.ReLU(), m.MaxPool2d(2),
                 m.Flatten(), m.Linear(64 * 8 * 8, 256), m.ReLU(), m.Linear(256, 10)]
+    if name == "transformer":
+        return [m.TransformerEncoderLayer(128, 4, dim_feedforward=2048, dropout=0.1, batch_first=True), m.Flatten(),
+                m.Linear(64 * 128, 10)]
     raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
 
 
@@ -102,8 +106,10 @@ def build(name):
     grad = model.zeros_like_parameters()
     loss_fn, tloss = _sparkdl_loss()[0], torch.nn.CrossEntropyLoss()
 
+    rng = np.random.default_rng(0)  # dropout masks
+
     def step():
-        logits, cache = model.forward(x, training=True)
+        logits, cache = model.forward(x, training=True, rng=rng)
         _, g = loss_fn(logits, y)
         model.backward(cache, g.astype(np.float32, copy=False), grad)
 
@@ -112,7 +118,8 @@ def build(name):
         tloss(tmodel(xt), yt).backward()
 
     with torch.no_grad():
-        diff = float(np.abs(model(x) - tmodel(xt).numpy()).max())
+        diff = float(np.abs(model(x) - tmodel.eval()(xt).numpy()).max())
+    tmodel.train()
     if not diff < 1e-4:
         raise RuntimeError(f"{name}: sparkdl and torch logits differ by {diff}; the models are not the same")
     return step, tstep, diff
@@ -159,7 +166,7 @@ def first_step(name):
     sparkdl.set_num_threads(1)
     model = nn.Sequential(*_layers("sparkdl", name)).initialize(0)
     x, y = _data(name)
-    logits, cache = model.forward(x, training=True)
+    logits, cache = model.forward(x, training=True, rng=np.random.default_rng(0))
     _, g = _sparkdl_loss()[0](logits, y)
     model.backward(cache, g.astype(np.float32, copy=False), model.zeros_like_parameters())
     return time.perf_counter() - t0

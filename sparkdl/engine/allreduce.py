@@ -65,10 +65,14 @@ def mean_gradient(grad_sum: np.ndarray, normalizer: float) -> np.ndarray:
 
 
 def update_shard(optimizer, weights: np.ndarray, grad_sum: np.ndarray, normalizer: float, state: dict,
-                 lo: int, lr: float, grad_sq_norm: float | None = None) -> np.ndarray:
+                 lo: int, lr: float, grad_sq_norm: float | None = None, tensor_norms: dict | None = None) -> np.ndarray:
     """New weight shard from the current shard ``weights`` (not modified), the summed gradient and the
     global normalizer; ``state`` is updated in place. ``grad_sq_norm`` is the global squared norm of the
-    mean gradient (sum over shards of ``optimizer.partial_sq_norm``), needed with ``clip_norm``."""
+    mean gradient (sum over shards of ``optimizer.partial_sq_norm``), needed with ``clip_norm``;
+    ``tensor_norms`` the combined per-tensor norms (``sparkdl.optim.combine_tensor_norms`` of every shard's
+    ``optimizer.partial_tensor_norms``), needed by optimizers with ``needs_tensor_norms`` (LARS, LAMB)."""
     new = np.array(weights, dtype=np.float32, copy=True)
-    optimizer.update(new, mean_gradient(grad_sum, normalizer), state, lo=lo, lr=lr, grad_sq_norm=grad_sq_norm)
+    extra = {} if tensor_norms is None else {"tensor_norms": tensor_norms}
+    optimizer.update(new, mean_gradient(grad_sum, normalizer), state, lo=lo, lr=lr, grad_sq_norm=grad_sq_norm,
+                     **extra)
     return new

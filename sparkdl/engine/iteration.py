@@ -15,6 +15,7 @@ from pyspark import StorageLevel
 
 from sparkdl.engine import tasks
 from sparkdl.jvm import count_on_jvm
+from sparkdl.optim.trust import combine_tensor_norms
 
 __all__ = ["block_id", "run_iteration"]
 
@@ -24,7 +25,8 @@ def block_id(k):
     return k
 
 
-def run_iteration(source, state_rdd, ctx: tasks.IterationContext, results, num_blocks: int, clip_norm):
+def run_iteration(source, state_rdd, ctx: tasks.IterationContext, results, num_blocks: int, clip_norm,
+                  tensor_norms: bool = False):
     """Run one iteration's job.
 
     Parameters
@@ -37,6 +39,10 @@ def run_iteration(source, state_rdd, ctx: tasks.IterationContext, results, num_b
         Of :class:`tasks.ShardResults`; reset here, filled by the reduce tasks.
     clip_norm : float or None
         With a global-norm clip, stage 2 runs in two passes around one small job for the norm.
+    tensor_norms : bool
+        The optimizer needs per-tensor norms (``optimizer.needs_tensor_norms``: LARS, LAMB): stage 2 runs in two
+        passes around one small job that collects every block's partial per-tensor norms (after the clip_norm
+        job, whose global norm they depend on).
 
     Returns
     -------
@@ -48,10 +54,14 @@ def run_iteration(source, state_rdd, ctx: tasks.IterationContext, results, num_b
     joined = grads.union(state_rdd)
     results.value = {}
     stage2 = joined
-    if clip_norm is not None:
+    if clip_norm is not None or tensor_norms:
         stage2 = joined.mapPartitionsWithIndex(partial(tasks.reduce_only_task, ctx), preservesPartitioning=True)
         stage2.persist(StorageLevel.MEMORY_AND_DISK)
+    if clip_norm is not None:
         ctx.grad_sq_norm = math.fsum(stage2.map(partial(tasks.square_norm_task, ctx)).collect())
+    if tensor_norms:
+        ctx.tensor_norms = combine_tensor_norms(stage2.mapPartitionsWithIndex(partial(tasks.tensor_norms_task, ctx))
+                                                .collect())
     updated = stage2.mapPartitionsWithIndex(partial(tasks.reduce_update_task, ctx, results),
                                             preservesPartitioning=True)
     updated.persist(StorageLevel.MEMORY_AND_DISK)

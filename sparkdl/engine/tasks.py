@@ -24,8 +24,8 @@ from sparkdl.engine.allreduce import mean_gradient, split_blocks, sum_block, upd
 from sparkdl.engine.plan import local_schedule
 from sparkdl.engine.worker import dropout_rng, local_gradient, set_task_threads
 
-__all__ = ["FitContext", "IterationContext", "gradient_task", "partition_gradient", "reduce_update_task", "reduce_only_task",
-           "square_norm_task", "FaultInjected", "ShardResults"]
+__all__ = ["FitContext", "IterationContext", "gradient_task", "partition_gradient", "reduce_update_task",
+           "reduce_only_task", "square_norm_task", "tensor_norms_task", "FaultInjected", "ShardResults"]
 
 
 class ShardResults(AccumulatorParam):
@@ -73,6 +73,7 @@ class IterationContext:
     global_iteration: int
     lr: float
     grad_sq_norm: float | None = None  # global squared gradient norm, for clip_norm
+    tensor_norms: dict | None = None  # per-tensor (||w||, ||u||), for optimizers with needs_tensor_norms
 
 
 _SCHEDULES: dict = {}
@@ -197,6 +198,11 @@ def _reduce(k: int, size: int, records):
     return (grad_sum, loss_sum, norm_sum, buf, n), state
 
 
+def _writeable(state: dict) -> dict:
+    """The shard state with writeable copies of its read-only arrays (cached/deserialized state is read-only)."""
+    return {key: (v.copy() if isinstance(v, np.ndarray) and not v.flags.writeable else v) for key, v in state.items()}
+
+
 def reduce_update_task(ctx: IterationContext, results, k: int, records):
     """Stage 2 for block ``k``, one Python pass: sum the block's gradient parts, apply the optimizer to
     weight shard k with shard k's state (which arrives in the same, co-partitioned, input) and emit
@@ -215,17 +221,17 @@ def reduce_update_task(ctx: IterationContext, results, k: int, records):
         yield k, (STATE, state)
         return
     grad_sum, loss_sum, norm_sum, buf, n = reduced
-    state = {key: (v.copy() if isinstance(v, np.ndarray) and not v.flags.writeable else v)
-             for key, v in state.items()}
+    state = _writeable(state)
     w, _ = ctx.weights.value
-    new = update_shard(fit.optimizer, w[lo:hi], grad_sum, norm_sum, state, lo, ctx.lr, ctx.grad_sq_norm)
+    new = update_shard(fit.optimizer, w[lo:hi], grad_sum, norm_sum, state, lo, ctx.lr, ctx.grad_sq_norm,
+                       ctx.tensor_norms)
     results.add({k: (new, (loss_sum, norm_sum, buf, n))})
     yield k, (STATE, state)
 
 
 def reduce_only_task(ctx: IterationContext, k: int, records):
-    """First pass of a ``clip_norm`` iteration: the summed block (kept cached) and the state, plus the
-    block's partial squared gradient norm for the driver."""
+    """First pass of a ``clip_norm`` (or per-tensor norms) iteration: the summed block (kept cached) and the
+    state, from which the driver's small jobs take the partial norms."""
     fit: FitContext = ctx.fit.value
     _maybe_fail(fit, "reduce", k, ctx)
     lo, hi = int(fit.bounds[k]), int(fit.bounds[k + 1])
@@ -242,3 +248,22 @@ def square_norm_task(ctx: IterationContext, record):
     fit: FitContext = ctx.fit.value
     grad_sum, _loss, norm_sum, _buf, _n = value
     return fit.optimizer.partial_sq_norm(mean_gradient(grad_sum, norm_sum), int(fit.bounds[k]))
+
+
+def tensor_norms_task(ctx: IterationContext, k: int, records):
+    """Partial per-tensor sums of squares of reduced block k (``optimizer.partial_tensor_norms`` on the mean
+    gradient, the weight shard and the shard's state, which is not modified); one dict per block."""
+    reduced = state = None
+    for _, (kind, value) in records:
+        if kind == REDUCED:
+            reduced = value
+        elif kind == STATE:
+            state = value
+    if reduced is None or state is None:
+        return
+    fit: FitContext = ctx.fit.value
+    lo, hi = int(fit.bounds[k]), int(fit.bounds[k + 1])
+    grad_sum, _loss, norm_sum, _buf, _n = reduced
+    w, _ = ctx.weights.value
+    yield fit.optimizer.partial_tensor_norms(np.array(w[lo:hi], np.float32), mean_gradient(grad_sum, norm_sum),
+                                             _writeable(state), lo, ctx.lr, grad_sq_norm=ctx.grad_sq_norm)

@@ -308,7 +308,8 @@ class DistributedTrainer:
         try:
             while True:
                 source = self._local_view if self._local_copies_ready else data.rdd
-                updated = run_iteration(source, self._state_rdd, ctx, self._results, K, self.optimizer.clip_norm)
+                updated = run_iteration(source, self._state_rdd, ctx, self._results, K, self.optimizer.clip_norm,
+                                        self.optimizer.needs_tensor_norms)
                 if updated is not None:
                     break
                 # An executor had no local copy of its partition: rerun on the full data (restores the copies).

@@ -13,7 +13,7 @@ import math
 import numpy as np
 from numba import prange
 
-from sparkdl.config import njit_parallel
+from sparkdl.config import njit, njit_parallel
 
 __all__ = [
     "relu_forward", "relu_backward",
@@ -22,6 +22,7 @@ __all__ = [
     "gelu_forward", "gelu_backward", "gelu_tanh_forward", "gelu_tanh_backward",
     "tanh_forward", "tanh_backward",
     "sigmoid_forward", "sigmoid_backward",
+    "silu_forward", "silu_backward", "softplus_forward", "softplus_backward", "prelu_forward", "prelu_backward",
     "softmax_forward", "softmax_backward", "log_softmax_forward", "log_softmax_backward",
 ]
 
@@ -180,6 +181,100 @@ def sigmoid_backward(y, grad_y):
         v = np.float64(y[i])
         out[i] = grad_y[i] * (v * (1.0 - v))
     return out
+
+
+# ---------------------------------------------------------------------------------------------- SiLU
+@njit(inline="always")
+def _sigmoid(v):
+    e = math.exp(-abs(v))
+    r = 1.0 / (1.0 + e)
+    return r if v >= 0 else e * r
+
+
+@njit_parallel
+def silu_forward(x):
+    """``x * sigmoid(x)`` (the overflow-free sigmoid of :func:`sigmoid_forward`)."""
+    out = np.empty_like(x)
+    for i in prange(x.size):
+        v = x[i]
+        out[i] = v * _sigmoid(v)
+    return out
+
+
+@njit_parallel
+def silu_backward(x, grad_y):
+    """From the *input*: ``s (1 + x (1 - s))`` with ``s = sigmoid(x)``."""
+    out = np.empty_like(grad_y)
+    for i in prange(x.size):
+        v = np.float64(x[i])
+        s = _sigmoid(v)
+        out[i] = grad_y[i] * (s * (1.0 + v * (1.0 - s)))
+    return out
+
+
+# ------------------------------------------------------------------------------------------ Softplus
+@njit_parallel
+def softplus_forward(x, beta, threshold):
+    """``log1p(exp(beta x)) / beta``, or ``x`` where ``beta x > threshold`` (PyTorch's linear regime)."""
+    out = np.empty_like(x)
+    for i in prange(x.size):
+        v = x[i]
+        z = v * beta
+        out[i] = v if z > threshold else math.log1p(math.exp(z)) / beta
+    return out
+
+
+@njit_parallel
+def softplus_backward(x, grad_y, beta, threshold):
+    """From the *input*: ``sigmoid(beta x)``, or 1 in the linear regime."""
+    out = np.empty_like(grad_y)
+    for i in prange(x.size):
+        z = x[i] * beta
+        out[i] = grad_y[i] if z > threshold else grad_y[i] * _sigmoid(z)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- PReLU
+@njit_parallel
+def prelu_forward(x, weight):
+    """``x`` where positive, else ``weight[c] * x``, for ``x`` (outer, C, inner) and ``weight`` (C,) or (1,)."""
+    outer, c, inner = x.shape
+    shared = weight.shape[0] == 1
+    out = np.empty_like(x)
+    for r in prange(outer * c):
+        o, ch = r // c, r % c
+        a = weight[0] if shared else weight[ch]
+        for j in range(inner):
+            v = x[o, ch, j]
+            out[o, ch, j] = v if v > 0 else a * v
+    return out
+
+
+@njit_parallel
+def prelu_backward(x, grad_y, weight):
+    """``(grad_x, grad_weight)``; ``grad_weight[c] = sum of grad_y * x where x <= 0`` (float64 accumulation)."""
+    outer, c, inner = x.shape
+    shared = weight.shape[0] == 1
+    gx = np.empty_like(grad_y)
+    gw = np.zeros(c, np.float64)
+    for ch in prange(c):
+        a = weight[0] if shared else weight[ch]
+        acc = 0.0
+        for o in range(outer):
+            for j in range(inner):
+                v, g = x[o, ch, j], grad_y[o, ch, j]
+                if v > 0:
+                    gx[o, ch, j] = g
+                else:
+                    gx[o, ch, j] = a * g
+                    acc += np.float64(g) * v
+        gw[ch] = acc
+    out = np.empty(weight.shape[0], grad_y.dtype)
+    if shared:
+        out[0] = gw.sum()
+    else:
+        out[:] = gw
+    return gx, out
 
 
 # ---------------------------------------------------------------------------------- Softmax/LogSoftmax

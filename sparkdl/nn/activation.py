@@ -11,9 +11,11 @@ import numbers
 import numpy as np
 
 from sparkdl.kernels import activation as K
+from sparkdl.nn._checks import check_positive_int
 from sparkdl.nn.module import Module
 
-__all__ = ["ReLU", "LeakyReLU", "ELU", "GELU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax"]
+__all__ = ["ReLU", "LeakyReLU", "ELU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softplus", "PReLU", "Softmax",
+           "LogSoftmax"]
 
 
 def _check_float(layer, x):
@@ -180,6 +182,121 @@ class Sigmoid(_Elementwise):
 
     def _bwd(self, y, grad_y):
         return K.sigmoid_backward(y, grad_y)
+
+
+class SiLU(_Elementwise):
+    r"""Sigmoid linear unit (swish), :math:`y = x \sigma(x)`.
+
+    Shape: (*) → (*). References: Elfwing et al., 2018, "Sigmoid-Weighted Linear Units for Neural Network
+    Function Approximation in Reinforcement Learning"; Ramachandran et al., 2017, "Searching for Activation
+    Functions"; ``torch.nn.SiLU``.
+    """
+
+    _cache_output = False
+
+    def _fwd(self, x):
+        return K.silu_forward(x)
+
+    def _bwd(self, x, grad_y):
+        return K.silu_backward(x, grad_y)
+
+
+class Softplus(_Elementwise):
+    r"""Smooth ReLU, :math:`y = \frac{1}{\beta} \log(1 + e^{\beta x})`, and :math:`y = x` where
+    :math:`\beta x > \text{threshold}` (numerical stability, as PyTorch).
+
+    Parameters
+    ----------
+    beta : float, default 1
+        Sharpness :math:`\beta`, any non-zero real.
+    threshold : float, default 20
+        Above ``beta * x > threshold`` the layer is the identity.
+
+    Shape: (*) → (*). Raises TypeError if an argument is not a real number, ValueError if ``beta == 0``.
+    Reference: ``torch.nn.Softplus``.
+    """
+
+    _cache_output = False
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0):
+        super().__init__()
+        self.beta = _real("Softplus", "beta", beta)
+        self.threshold = _real("Softplus", "threshold", threshold)
+        if self.beta == 0:
+            raise ValueError("Softplus: beta must be non-zero (it divides the output), got 0")
+
+    def _fwd(self, x):
+        dt = x.dtype.type
+        return K.softplus_forward(x, dt(self.beta), dt(self.threshold))
+
+    def _bwd(self, x, grad_y):
+        dt = x.dtype.type
+        return K.softplus_backward(x, grad_y, dt(self.beta), dt(self.threshold))
+
+    def get_config(self):
+        return {"beta": self.beta, "threshold": self.threshold}
+
+
+class PReLU(Module):
+    r"""Parametric ReLU, :math:`y = x` for :math:`x > 0`, else :math:`a_c x` with a learned slope.
+
+    Parameters
+    ----------
+    num_parameters : int, default 1
+        1 (one slope shared by every channel) or the number of channels C (one slope per channel, axis 1).
+    init : float, default 0.25
+        Initial value of every slope.
+
+    Shapes
+    ------
+    - input: (*) when ``num_parameters == 1``, else (N, C, *); output: same shape
+    - ``weight``: (num_parameters,), init ``init``
+
+    Raises
+    ------
+    TypeError, ValueError
+        A non-integer or non-positive ``num_parameters``, a non-real ``init``; an input of the wrong dtype, or
+        whose channel axis 1 does not have ``num_parameters`` entries.
+
+    References
+    ----------
+    He et al., 2015, "Delving Deep into Rectifiers: Surpassing Human-Level Performance on ImageNet
+    Classification"; ``torch.nn.PReLU``.
+    """
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25):
+        super().__init__()
+        # stored as the weight's length: ``num_parameters`` is Module.num_parameters(), the parameter count
+        count = check_positive_int("PReLU", "num_parameters", num_parameters)
+        self.init = _real("PReLU", "init", init)
+        self.add_parameter("weight", (count,))
+        self.reset_parameters(np.random.default_rng())
+
+    def reset_parameters(self, rng):
+        self.weight[...] = self.init
+
+    def _view3(self, x):
+        _check_float(self, x)
+        count = self.weight.shape[0]
+        if count == 1:
+            return np.ascontiguousarray(x).reshape(1, 1, -1)
+        if x.ndim < 2 or x.shape[1] != count:
+            raise ValueError(f"PReLU: num_parameters={count} slopes need an input (N, C, *) with C == {count} on "
+                             f"axis 1, got shape {x.shape}")
+        return np.ascontiguousarray(x).reshape(x.shape[0], x.shape[1], int(np.prod(x.shape[2:])))
+
+    def forward(self, x, *, training=False, rng=None):
+        x3 = self._view3(x)
+        return K.prelu_forward(x3, self.weight).reshape(x.shape), (x3, x.shape)
+
+    def backward(self, cache, grad_y, grad_params):
+        x3, shape = cache
+        gx, gw = K.prelu_backward(x3, np.ascontiguousarray(grad_y).reshape(x3.shape), self.weight)
+        self.grad_views(grad_params)["weight"][...] = gw
+        return gx.reshape(shape)
+
+    def get_config(self):
+        return {"num_parameters": self.weight.shape[0], "init": self.init}
 
 
 class _AlongDim(Module):

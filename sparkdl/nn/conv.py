@@ -6,6 +6,7 @@ holds the validating layer and the chunked drivers that call BLAS (numpy ``matmu
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from sparkdl.nn import init
 from sparkdl.nn._checks import check_pair, check_positive_int
 from sparkdl.nn.module import Module
 
-__all__ = ["Conv2d"]
+__all__ = ["Conv2d", "ConvGeometry", "im2col_plan", "im2col_forward", "im2col_backward", "im2col_input_grad"]
 
 #: Bytes of work buffers (im2col columns + GEMM output, or Winograd-transformed input + output) per chunk and
 #: thread: a chunk stays in the core's L2 cache (2 MB here) between the kernels and the GEMMs. 512 KB measured
@@ -35,6 +36,113 @@ _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.
 def _chunk(n: int, bytes_per_sample: int) -> int:
     """Samples per chunk so that one chunk's work buffers stay in the cores' L2 caches."""
     return int(max(1, min(n, _CHUNK_BYTES_PER_THREAD * get_num_threads() // max(1, bytes_per_sample))))
+
+
+class ConvGeometry(NamedTuple):
+    """A 2-D convolution's window geometry: (height, width) pairs and the group count."""
+
+    kernel_size: tuple
+    stride: tuple
+    padding: tuple
+    dilation: tuple
+    groups: int
+
+
+def im2col_plan(geom: ConvGeometry, x_shape, ho: int, wo: int, c_out: int, itemsize: int):
+    """Chunk geometry ``(hp, wp, wq, plane, k, nb)`` of a convolution of input ``x_shape`` (N, C, H, W) with
+    output size ``(ho, wo)`` and ``c_out`` output channels (see :mod:`sparkdl.kernels.conv`)."""
+    n, c, h, w = x_shape
+    (kh, kw), (sh, sw), (ph, pw), dw = geom.kernel_size, geom.stride, geom.padding, geom.dilation[1]
+    hp, wp = h + 2 * ph, w + 2 * pw
+    wide = sh == 1 and sw == 1 and wp <= (1 + _MAX_WIDE_WASTE) * wo
+    wq = wp if wide else wo
+    plane = hp * wp + ((kw - 1) * dw if wide else 0)
+    k = c * kh * kw
+    return hp, wp, wq, plane, k, _chunk(n, (k + c_out) * ho * wq * itemsize)
+
+
+def im2col_forward(x, weight, bias, geom: ConvGeometry, ho: int, wo: int) -> np.ndarray:
+    """``y = conv(x, weight) + bias`` (N, C_out, ho, wo) by im2col + one GEMM per group and chunk.
+
+    ``x`` (N, C, H, W) contiguous, ``weight`` (C_out, C/groups, kH, kW), ``bias`` (C_out,) or empty.
+    """
+    n, c, h, w = x.shape
+    co = weight.shape[0]
+    hp, wp, wq, plane, k, nb = im2col_plan(geom, x.shape, ho, wo, co, x.itemsize)
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geom.kernel_size, geom.stride, geom.padding, geom.dilation
+    g = geom.groups
+    wg = weight.reshape(g, co // g, k // g)
+    y = np.empty((n, co, ho, wo), x.dtype)
+    xp = np.empty((nb, c, plane), x.dtype)
+    cols = np.empty(k * nb * ho * wq, x.dtype)
+    yw = np.empty(co * nb * ho * wq, x.dtype)
+    for n0 in range(0, n, nb):
+        b = min(nb, n - n0)
+        lc = b * ho * wq
+        xpc, colc, ywc = xp[:b], cols[:k * lc].reshape(k, lc), yw[:co * lc].reshape(co, lc)
+        K.pad_planes(x, n0, ph, pw, xpc)
+        K.im2col(xpc, wp, kh, kw, sh, sw, dh, dw, ho, wq, colc)
+        if g == 1:
+            np.matmul(wg[0], colc, out=ywc)
+        else:
+            np.matmul(wg, colc.reshape(g, k // g, lc), out=ywc.reshape(g, co // g, lc))
+        K.crop_bias(ywc, bias, n0, ho, wo, wq, y)
+    return y
+
+
+def im2col_backward(x, weight, grad_y, geom: ConvGeometry, grad_w, input_grad: bool = True):
+    """Write ``grad_w`` (the weight gradient, ``weight``'s shape) and return ``grad_x`` (or None without
+    ``input_grad``) of :func:`im2col_forward`; ``grad_y`` is contiguous (N, C_out, ho, wo)."""
+    n, c, h, w = x.shape
+    co, ho, wo = grad_y.shape[1:]
+    hp, wp, wq, plane, k, nb = im2col_plan(geom, x.shape, ho, wo, co, x.itemsize)
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geom.kernel_size, geom.stride, geom.padding, geom.dilation
+    g = geom.groups
+    wg = weight.reshape(g, co // g, k // g)
+    gwt = np.zeros((g, k // g, co // g), x.dtype)  # grad_W^T: cols @ grad_y^T is the faster BLAS shape
+    grad_x = np.empty_like(x) if input_grad else None
+    xp = np.empty((nb, c, plane), x.dtype)
+    cols = np.empty(k * nb * ho * wq, x.dtype)
+    gyw = np.empty(co * nb * ho * wq, x.dtype)
+    tmp = np.empty_like(gwt)
+    for n0 in range(0, n, nb):
+        b = min(nb, n - n0)
+        lc = b * ho * wq
+        xpc, colc, gywc = xp[:b], cols[:k * lc].reshape(k, lc), gyw[:co * lc].reshape(co, lc)
+        K.pad_planes(x, n0, ph, pw, xpc)
+        K.im2col(xpc, wp, kh, kw, sh, sw, dh, dw, ho, wq, colc)
+        K.widen(grad_y, n0, wq, gywc)
+        gy3, col3 = gywc.reshape(g, co // g, lc), colc.reshape(g, k // g, lc)
+        np.matmul(col3, gy3.transpose(0, 2, 1), out=gwt if n0 == 0 else tmp)
+        if n0:
+            gwt += tmp
+        if input_grad:
+            np.matmul(wg.transpose(0, 2, 1), gy3, out=col3)  # grad of the columns, in place of cols
+            K.col2im(colc, n0, hp, wp, ph, pw, kh, kw, sh, sw, dh, dw, ho, wq, grad_x)
+    grad_w.reshape(g, co // g, k // g)[...] = gwt.transpose(0, 2, 1)
+    return grad_x
+
+
+def im2col_input_grad(grad_y, weight, geom: ConvGeometry, x_shape) -> np.ndarray:
+    """Input gradient alone, ``conv^T(grad_y, weight)`` of shape ``x_shape``: the forward pass of a transposed
+    convolution. ``grad_y`` contiguous (N, C_out, ho, wo), ``weight`` (C_out, C/groups, kH, kW)."""
+    n, c, h, w = x_shape
+    co, ho, wo = grad_y.shape[1:]
+    hp, wp, wq, plane, k, nb = im2col_plan(geom, x_shape, ho, wo, co, grad_y.itemsize)
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geom.kernel_size, geom.stride, geom.padding, geom.dilation
+    g = geom.groups
+    wgt = weight.reshape(g, co // g, k // g).transpose(0, 2, 1)
+    grad_x = np.empty(x_shape, grad_y.dtype)
+    cols = np.empty(k * nb * ho * wq, grad_y.dtype)
+    gyw = np.empty(co * nb * ho * wq, grad_y.dtype)
+    for n0 in range(0, n, nb):
+        b = min(nb, n - n0)
+        lc = b * ho * wq
+        colc, gywc = cols[:k * lc].reshape(k, lc), gyw[:co * lc].reshape(co, lc)
+        K.widen(grad_y, n0, wq, gywc)
+        np.matmul(wgt, gywc.reshape(g, co // g, lc), out=colc.reshape(g, k // g, lc))
+        K.col2im(colc, n0, hp, wp, ph, pw, kh, kw, sh, sw, dh, dw, ho, wq, grad_x)
+    return grad_x
 
 
 class Conv2d(Module):
@@ -155,16 +263,13 @@ class Conv2d(Module):
                              f"output size would be ({ho}, {wo})")
         return ho, wo
 
+    def geometry(self) -> "ConvGeometry":
+        """The layer's (kernel, stride, padding, dilation, groups), as the im2col drivers take it."""
+        return ConvGeometry(self.kernel_size, self.stride, self.padding, self.dilation, self.groups)
+
     def _plan(self, x_shape, ho, wo):
         """im2col chunk geometry shared by forward and backward: (hp, wp, wq, plane, k, nb)."""
-        n, c, h, w = x_shape
-        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.kernel_size, self.stride, self.padding, self.dilation
-        hp, wp = h + 2 * ph, w + 2 * pw
-        wide = sh == 1 and sw == 1 and wp <= (1 + _MAX_WIDE_WASTE) * wo
-        wq = wp if wide else wo
-        plane = hp * wp + ((kw - 1) * dw if wide else 0)
-        k = c * kh * kw
-        return hp, wp, wq, plane, k, _chunk(n, (k + self.out_channels) * ho * wq * self.dtype.itemsize)
+        return im2col_plan(self.geometry(), x_shape, ho, wo, self.out_channels, self.dtype.itemsize)
 
     def uses_winograd(self) -> bool:
         """Whether forward/backward run Winograd F(2x2, 3x3) instead of im2col + GEMM.
@@ -183,7 +288,7 @@ class Conv2d(Module):
         bias = self.bias if self.use_bias else np.zeros(0, self.dtype)
         if self.uses_winograd():
             return _winograd_forward(x, self.weight, bias, self.padding, ho, wo), x
-        return self._im2col_forward(x, bias, ho, wo), x
+        return im2col_forward(x, self.weight, bias, self.geometry(), ho, wo), x
 
     def backward(self, cache, grad_y, grad_params):
         x = cache
@@ -193,59 +298,7 @@ class Conv2d(Module):
             K.channel_sum(grad_y, views["bias"])
         if self.uses_winograd():
             return _winograd_backward(x, self.weight, grad_y, self.padding, views["weight"])
-        return self._im2col_backward(x, grad_y, views["weight"])
-
-    def _im2col_forward(self, x, bias, ho, wo):
-        n, c, h, w = x.shape
-        hp, wp, wq, plane, k, nb = self._plan(x.shape, ho, wo)
-        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.kernel_size, self.stride, self.padding, self.dilation
-        g, co = self.groups, self.out_channels
-        wg = self.weight.reshape(g, co // g, k // g)
-        y = np.empty((n, co, ho, wo), self.dtype)
-        xp = np.empty((nb, c, plane), self.dtype)
-        cols = np.empty(k * nb * ho * wq, self.dtype)
-        yw = np.empty(co * nb * ho * wq, self.dtype)
-        for n0 in range(0, n, nb):
-            b = min(nb, n - n0)
-            lc = b * ho * wq
-            xpc, colc, ywc = xp[:b], cols[:k * lc].reshape(k, lc), yw[:co * lc].reshape(co, lc)
-            K.pad_planes(x, n0, ph, pw, xpc)
-            K.im2col(xpc, wp, kh, kw, sh, sw, dh, dw, ho, wq, colc)
-            if g == 1:
-                np.matmul(wg[0], colc, out=ywc)
-            else:
-                np.matmul(wg, colc.reshape(g, k // g, lc), out=ywc.reshape(g, co // g, lc))
-            K.crop_bias(ywc, bias, n0, ho, wo, wq, y)
-        return y
-
-    def _im2col_backward(self, x, grad_y, grad_w):
-        n, c, h, w = x.shape
-        ho, wo = grad_y.shape[2], grad_y.shape[3]
-        hp, wp, wq, plane, k, nb = self._plan(x.shape, ho, wo)
-        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.kernel_size, self.stride, self.padding, self.dilation
-        g, co = self.groups, self.out_channels
-        wg = self.weight.reshape(g, co // g, k // g)
-        gwt = np.zeros((g, k // g, co // g), self.dtype)  # grad_W^T: cols @ grad_y^T is the faster BLAS shape
-        grad_x = np.empty_like(x)
-        xp = np.empty((nb, c, plane), self.dtype)
-        cols = np.empty(k * nb * ho * wq, self.dtype)
-        gyw = np.empty(co * nb * ho * wq, self.dtype)
-        tmp = np.empty_like(gwt)
-        for n0 in range(0, n, nb):
-            b = min(nb, n - n0)
-            lc = b * ho * wq
-            xpc, colc, gywc = xp[:b], cols[:k * lc].reshape(k, lc), gyw[:co * lc].reshape(co, lc)
-            K.pad_planes(x, n0, ph, pw, xpc)
-            K.im2col(xpc, wp, kh, kw, sh, sw, dh, dw, ho, wq, colc)
-            K.widen(grad_y, n0, wq, gywc)
-            gy3, col3 = gywc.reshape(g, co // g, lc), colc.reshape(g, k // g, lc)
-            np.matmul(col3, gy3.transpose(0, 2, 1), out=gwt if n0 == 0 else tmp)
-            if n0:
-                gwt += tmp
-            np.matmul(wg.transpose(0, 2, 1), gy3, out=col3)  # grad of the columns, in place of cols
-            K.col2im(colc, n0, hp, wp, ph, pw, kh, kw, sh, sw, dh, dw, ho, wq, grad_x)
-        grad_w.reshape(g, co // g, k // g)[...] = gwt.transpose(0, 2, 1)
-        return grad_x
+        return im2col_backward(x, self.weight, grad_y, self.geometry(), views["weight"])
 
     def get_config(self):
         return {"in_channels": self.in_channels, "out_channels": self.out_channels,

@@ -1,13 +1,15 @@
-"""2-D pooling layers: :class:`MaxPool2d`, :class:`AvgPool2d`, :class:`AdaptiveAvgPool2d` (no parameters)."""
+"""Pooling layers (no parameters): :class:`MaxPool2d`, :class:`AvgPool2d`, :class:`AdaptiveAvgPool2d`, and the 1-D
+:class:`MaxPool1d`, :class:`AvgPool1d` (the 2-D kernels on height-1 planes)."""
 from __future__ import annotations
 
 import numpy as np
 
 from sparkdl.kernels import pool as K
 from sparkdl.nn._checks import check_input, check_pair, check_positive_int
+from sparkdl.nn.conv1d import single
 from sparkdl.nn.module import Module
 
-__all__ = ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d"]
+__all__ = ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "MaxPool1d", "AvgPool1d"]
 
 
 def _pool_out(size: int, k: int, s: int, p: int, ceil_mode: bool) -> int:
@@ -200,3 +202,126 @@ class AdaptiveAvgPool2d(Module):
 
     def get_config(self):
         return {"output_size": list(self.output_size)}
+
+
+class _WindowPool1d(Module):
+    """Shared argument handling of the 1-D pools: windows (1, k) over planes (N*C, 1, L)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False):
+        super().__init__()
+        name = type(self).__name__
+        self.kernel_size = (single(name, "kernel_size", kernel_size),)
+        self.stride = self.kernel_size if stride is None else (single(name, "stride", stride),)
+        self.padding = (single(name, "padding", padding, minimum=0),)
+        if 2 * self.padding[0] > self.kernel_size[0]:
+            raise ValueError(f"{name}: padding must be at most half of kernel_size, got padding={self.padding[0]}, "
+                             f"kernel_size={self.kernel_size[0]}")
+        if not isinstance(ceil_mode, (bool, np.bool_)):
+            raise TypeError(f"{name}: ceil_mode must be a bool, got {type(ceil_mode).__name__}")
+        self.ceil_mode = bool(ceil_mode)
+
+    def output_size(self, length: int) -> int:
+        """``L_out`` for an input of length ``length``."""
+        return _pool_out(length, self.kernel_size[0], self.stride[0], self.padding[0], self.ceil_mode)
+
+    def _geometry(self, x):
+        check_input(self, x, 3)
+        n, c, length = x.shape
+        lo = self.output_size(length)
+        if lo < 1:
+            raise ValueError(f"{type(self).__name__}: input length {length} is too small for kernel_size="
+                             f"{self.kernel_size[0]}, padding={self.padding[0]}; output length would be {lo}")
+        return np.ascontiguousarray(x).reshape(n * c, 1, length), lo
+
+    def _args(self):
+        """(kh, kw, sh, sw, ph, pw) of the equivalent 2-D pool."""
+        return 1, self.kernel_size[0], 1, self.stride[0], 0, self.padding[0]
+
+    def get_config(self):
+        return {"kernel_size": self.kernel_size[0], "stride": self.stride[0], "padding": self.padding[0],
+                "ceil_mode": self.ceil_mode}
+
+
+class MaxPool1d(_WindowPool1d):
+    r"""Max over sliding windows of a sequence, :math:`y[n,c,i] = \max_{a<K} x[n,c,s i+a-p]`.
+
+    Parameters
+    ----------
+    kernel_size : int
+        Window length K.
+    stride : int, optional
+        Window step; defaults to ``kernel_size``.
+    padding : int, default 0
+        Implicit padding that never wins the max; at most ``kernel_size / 2``.
+    ceil_mode : bool, default False
+        Round the output length up instead of down.
+
+    Shapes
+    ------
+    input (N, C, L) → output (N, C, L_out), ``L_out = floor_or_ceil((L + 2*padding - K) / stride) + 1``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad arguments; an input that is not 3-D, has the wrong dtype, or is shorter than a window.
+
+    Notes
+    -----
+    The kernels of :class:`MaxPool2d` on (N*C, 1, L) planes: ties go to the first maximum, NaN propagates.
+    Reference: ``torch.nn.MaxPool1d`` (without ``dilation``/``return_indices``).
+    """
+
+    def forward(self, x, *, training=False, rng=None):
+        planes, lo = self._geometry(x)
+        y, idx = K.max_pool2d_forward(planes, *self._args(), 1, lo)
+        return y.reshape(x.shape[0], x.shape[1], lo), (idx, x.shape)
+
+    def backward(self, cache, grad_y, grad_params):
+        idx, shape = cache
+        gy = np.ascontiguousarray(grad_y).reshape(idx.shape)
+        return K.max_pool2d_backward(gy, idx, 1, shape[2], *self._args()).reshape(shape)
+
+
+class AvgPool1d(_WindowPool1d):
+    r"""Mean over sliding windows of a sequence.
+
+    Parameters
+    ----------
+    kernel_size, stride, padding, ceil_mode
+        As in :class:`MaxPool1d` (padding cells hold zeros).
+    count_include_pad : bool, default True
+        Divide by the window length including padding cells (True) or by the number of input cells.
+
+    Shapes
+    ------
+    input (N, C, L) → output (N, C, L_out), lengths as in :class:`MaxPool1d`.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad arguments; an input that is not 3-D, has the wrong dtype, or is shorter than a window.
+
+    Notes
+    -----
+    Reference: ``torch.nn.AvgPool1d``.
+    """
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+        super().__init__(kernel_size, stride, padding, ceil_mode)
+        if not isinstance(count_include_pad, (bool, np.bool_)):
+            raise TypeError(f"AvgPool1d: count_include_pad must be a bool, got {type(count_include_pad).__name__}")
+        self.count_include_pad = bool(count_include_pad)
+
+    def forward(self, x, *, training=False, rng=None):
+        planes, lo = self._geometry(x)
+        y = K.avg_pool2d_forward(planes, *self._args(), 1, lo, self.count_include_pad)
+        return y.reshape(x.shape[0], x.shape[1], lo), x.shape
+
+    def backward(self, cache, grad_y, grad_params):
+        shape = cache
+        gy = np.ascontiguousarray(grad_y).reshape(shape[0] * shape[1], 1, grad_y.shape[2])
+        gx = K.avg_pool2d_backward(gy, 1, shape[2], *self._args(), self.count_include_pad)
+        return gx.reshape(shape)
+
+    def get_config(self):
+        return {**super().get_config(), "count_include_pad": self.count_include_pad}

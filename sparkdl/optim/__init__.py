@@ -15,14 +15,18 @@ from sparkdl.optim.adamax import Adamax
 from sparkdl.optim.base import OPTIMIZER_REGISTRY, Optimizer, optimizer_config, optimizer_from_config
 from sparkdl.optim.clip import clip_coef, clip_grad_norm, clip_grad_value, partial_sq_norm
 from sparkdl.optim.groups import no_weight_decay_on_bias_and_norm
+from sparkdl.optim.lamb import LAMB
+from sparkdl.optim.lars import LARS
 from sparkdl.optim.rmsprop import RMSprop
 from sparkdl.optim.schedules import (CosineAnnealingLR, ExponentialLR, LinearWarmup, MultiStepLR, PolynomialLR,
                                      ReduceLROnPlateau, Schedule, SequentialLR, StepLR, schedule_config,
                                      schedule_from_config)
 from sparkdl.optim.sgd import SGD
+from sparkdl.optim.trust import TrustRatioOptimizer, combine_tensor_norms
 
 __all__ = [
-    "Optimizer", "SGD", "Adam", "AdamW", "Adagrad", "RMSprop", "Adadelta", "Adamax",
+    "Optimizer", "SGD", "Adam", "AdamW", "Adagrad", "RMSprop", "Adadelta", "Adamax", "LARS", "LAMB",
+    "TrustRatioOptimizer", "combine_tensor_norms",
     "OPTIMIZER_REGISTRY", "optimizer_config", "optimizer_from_config", "no_weight_decay_on_bias_and_norm",
     "clip", "partial_sq_norm", "clip_coef", "clip_grad_norm", "clip_grad_value",
     "schedules", "Schedule", "StepLR", "MultiStepLR", "ExponentialLR", "PolynomialLR", "CosineAnnealingLR",

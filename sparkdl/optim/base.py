@@ -8,7 +8,9 @@ with the shard (see ``DESIGN.md``). An :class:`Optimizer` therefore never sees a
   gradient shard ``grads``.
 
 All math is element-wise (numba kernels, parallel over elements), so updating the whole vector equals
-updating its shards one by one, bit for bit. The base class owns what is common: hyper-parameter checks,
+updating its shards one by one, bit for bit. The layer-wise optimizers (LARS, LAMB) also need per-tensor norms
+of whole tensors: a partial-norms pass over every shard first (:mod:`sparkdl.optim.trust`), exact, so they keep
+the same property. The base class owns what is common: hyper-parameter checks,
 parameter groups (per-tensor ``lr``/``weight_decay`` overrides and freezing, see
 :mod:`sparkdl.optim.groups`), gradient clipping and the optional schedule; a subclass writes only its
 state names and its kernel call (:meth:`Optimizer._apply`).
@@ -71,6 +73,10 @@ class Optimizer:
 
     #: Names of the per-element state arrays (subclasses; may depend on options).
     state_names: tuple = ()
+
+    #: Whether :meth:`update` of a partial shard needs per-tensor norms from every shard (LARS, LAMB: see
+    #: :mod:`sparkdl.optim.trust`); the engine then runs the partial-norms pass before the update.
+    needs_tensor_norms: bool = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -209,6 +215,12 @@ class Optimizer:
             On mismatched shapes/dtypes/state, a negative ``lr``, or ``clip_norm`` on a partial shard
             without ``grad_sq_norm``.
         """
+        step, seg, gscale, gclip = self._prepare(params, grads, state, lo, lr, grad_sq_norm)
+        self._apply(params, grads, state, step, seg, gscale, gclip)
+        state["step"] = step
+
+    def _prepare(self, params, grads, state, lo, lr, grad_sq_norm):
+        """Validate an update's arguments; return its ``(step, segments, gscale, gclip)`` (state untouched)."""
         name = type(self).__name__
         n = self._check_update_args(params, grads, state)
         lo, hi = self._check_bounds(lo, lo + n)
@@ -222,11 +234,8 @@ class Optimizer:
                 grad_sq_norm = self.partial_sq_norm(grads, lo)
             gscale = clip_coef(grad_sq_norm, self.clip_norm)
         gclip = math.inf if self.clip_value is None else self.clip_value
-        step = int(state["step"]) + 1
-        seg = self.segments(lo, hi, current)
         dt = params.dtype.type
-        self._apply(params, grads, state, step, seg, dt(gscale), dt(gclip))
-        state["step"] = step
+        return int(state["step"]) + 1, self.segments(lo, hi, current), dt(gscale), dt(gclip)
 
     def _check_update_args(self, params, grads, state) -> int:
         name = type(self).__name__

@@ -1,0 +1,174 @@
+"""The Transformer encoder block: :class:`TransformerEncoderLayer` (self-attention + feed-forward, residuals and
+LayerNorm, post- or pre-norm), children named as in PyTorch."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from sparkdl.kernels import activation as KA
+from sparkdl.nn._checks import check_input, check_positive_int
+from sparkdl.nn.attention import MultiheadAttention
+from sparkdl.nn.dropout import Dropout
+from sparkdl.nn.layer_norm import LayerNorm
+from sparkdl.nn.linear import Linear
+from sparkdl.nn.module import Module
+
+__all__ = ["TransformerEncoderLayer"]
+
+_ACTIVATIONS = {"relu": (KA.relu_forward, KA.relu_backward, True), "gelu": (KA.gelu_forward, KA.gelu_backward, False)}
+
+
+class TransformerEncoderLayer(Module):
+    r"""One Transformer encoder layer (Vaswani et al., 2017).
+
+    Post-norm (default): :math:`z = \mathrm{LN}_1(x + \mathrm{SA}(x))`,
+    :math:`y = \mathrm{LN}_2(z + \mathrm{FF}(z))`; pre-norm (``norm_first``):
+    :math:`z = x + \mathrm{SA}(\mathrm{LN}_1(x))`, :math:`y = z + \mathrm{FF}(\mathrm{LN}_2(z))`; with
+    :math:`\mathrm{SA}` = dropout1 ∘ self_attn and
+    :math:`\mathrm{FF}(z)` = dropout2(linear2(dropout(act(linear1(z))))).
+
+    Parameters
+    ----------
+    d_model : int
+        Model width E.
+    nhead : int
+        Attention heads; must divide ``d_model``.
+    dim_feedforward : int, default 2048
+        Hidden width F of the feed-forward network.
+    dropout : float, default 0.1
+        Dropout probability of every dropout (attention weights, feed-forward, residual branches).
+    activation : {'relu', 'gelu'}, default 'relu'
+        Feed-forward activation.
+    layer_norm_eps : float, default 1e-5
+        LayerNorm epsilon.
+    batch_first : bool, default False
+        Input (N, L, E) if True, else (L, N, E).
+    norm_first : bool, default False
+        Pre-norm instead of post-norm.
+    bias : bool, default True
+        Biases in the linear layers, the attention and the LayerNorms.
+    causal : bool, default False
+        Always apply a causal attention mask (see :mod:`sparkdl.nn.attention`).
+
+    Shapes
+    ------
+    - input: (L, N, E), or (N, L, E) with ``batch_first``; output: same shape
+    - children ``self_attn`` (:class:`MultiheadAttention`), ``linear1`` (E → F), ``linear2`` (F → E),
+      ``norm1``/``norm2`` (:class:`LayerNorm` (E)), ``dropout``/``dropout1``/``dropout2``; parameter names
+      therefore equal ``torch.nn.TransformerEncoderLayer``'s state-dict keys.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad constructor arguments; an input of the wrong dtype, rank or width; malformed masks.
+
+    Notes
+    -----
+    :meth:`forward` also takes ``src_key_padding_mask`` (N, L), ``src_mask`` and ``is_causal`` as keyword
+    arguments (PyTorch's names; see :func:`sparkdl.nn.attention.attention_mask`). Dropout draws come from the
+    ``rng`` passed to forward, in a fixed order, so a seeded step is reproducible.
+
+    References
+    ----------
+    Vaswani et al., 2017, "Attention Is All You Need"; Xiong et al., 2020, "On Layer Normalization in the
+    Transformer Architecture" (pre-norm); ``torch.nn.TransformerEncoderLayer``.
+    """
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
+                 activation: str = "relu", layer_norm_eps: float = 1e-5, batch_first: bool = False,
+                 norm_first: bool = False, bias: bool = True, causal: bool = False):
+        super().__init__()
+        name = "TransformerEncoderLayer"
+        self.d_model = check_positive_int(name, "d_model", d_model)
+        self.dim_feedforward = check_positive_int(name, "dim_feedforward", dim_feedforward)
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"{name}: activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+        if not isinstance(norm_first, (bool, np.bool_)):
+            raise TypeError(f"{name}: norm_first must be a bool, got {type(norm_first).__name__}")
+        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) or not 0 <= dropout < 1:
+            raise ValueError(f"{name}: dropout must be a number in [0, 1), got {dropout!r}")
+        self.activation, self.norm_first = activation, bool(norm_first)
+        self.add_module("self_attn", MultiheadAttention(d_model, nhead, dropout, bias, batch_first, causal))
+        self.add_module("linear1", Linear(d_model, dim_feedforward, bias))
+        self.add_module("dropout", Dropout(dropout))
+        self.add_module("linear2", Linear(dim_feedforward, d_model, bias))
+        self.add_module("norm1", LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
+        self.add_module("norm2", LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
+        self.add_module("dropout1", Dropout(dropout))
+        self.add_module("dropout2", Dropout(dropout))
+
+    @classmethod
+    def from_config(cls, config, children=None):
+        """Rebuild from :meth:`get_config` (the constructor creates the children itself)."""
+        return cls(**config)
+
+    def _ff(self, z, training, rng):
+        fwd, _, from_output = _ACTIVATIONS[self.activation]
+        h, c1 = self.linear1.forward(z, training=training, rng=rng)
+        a = fwd(h.reshape(-1)).reshape(h.shape)
+        ad, c2 = self.dropout.forward(a, training=training, rng=rng)
+        f, c3 = self.linear2.forward(ad, training=training, rng=rng)
+        f, c4 = self.dropout2.forward(f, training=training, rng=rng)
+        return f, (c1, a if from_output else h, c2, c3, c4)
+
+    def _ff_backward(self, cache, g, grad_params):
+        c1, act_in, c2, c3, c4 = cache
+        _, bwd, _ = _ACTIVATIONS[self.activation]
+        g = self.dropout2.backward(c4, g, None)
+        g = self.linear2.backward(c3, g, self.child_grad(grad_params, "linear2"))
+        g = self.dropout.backward(c2, g, None)
+        g = bwd(act_in.reshape(-1), np.ascontiguousarray(g).reshape(-1)).reshape(g.shape)
+        return self.linear1.backward(c1, g, self.child_grad(grad_params, "linear1"))
+
+    def _sa(self, z, shape, training, rng, masks):
+        s, ca = self.self_attn.forward(z.reshape(shape), training=training, rng=rng, **masks)
+        s, cd = self.dropout1.forward(s.reshape(z.shape), training=training, rng=rng)
+        return s, (ca, cd)
+
+    def _sa_backward(self, cache, g, shape, grad_params):
+        ca, cd = cache
+        g = self.dropout1.backward(cd, g, None)
+        g = self.self_attn.backward(ca, g.reshape(shape), self.child_grad(grad_params, "self_attn"))
+        return g.reshape(-1, self.d_model)
+
+    def forward(self, x, *, training=False, rng=None, src_mask=None, src_key_padding_mask=None, is_causal=False):
+        check_input(self, x, 3, axis=2, size=self.d_model)
+        masks = {"attn_mask": src_mask, "key_padding_mask": src_key_padding_mask, "is_causal": is_causal}
+        x2 = np.ascontiguousarray(x).reshape(-1, self.d_model)
+        kw = {"training": training, "rng": rng}
+        if self.norm_first:
+            n1, cn1 = self.norm1.forward(x2, **kw)
+            s, csa = self._sa(n1, x.shape, training, rng, masks)
+            z = x2 + s
+            n2, cn2 = self.norm2.forward(z, **kw)
+            f, cff = self._ff(n2, training, rng)
+            y = z + f
+        else:
+            s, csa = self._sa(x2, x.shape, training, rng, masks)
+            z, cn1 = self.norm1.forward(x2 + s, **kw)
+            f, cff = self._ff(z, training, rng)
+            y, cn2 = self.norm2.forward(z + f, **kw)
+        return y.reshape(x.shape), (cn1, csa, cn2, cff, x.shape)
+
+    def backward(self, cache, grad_y, grad_params):
+        cn1, csa, cn2, cff, shape = cache
+        grad_params[...] = 0  # the Dropout children own no parameters; every other slice is overwritten
+        gy = np.ascontiguousarray(grad_y).reshape(-1, self.d_model)
+        g1, g2 = self.child_grad(grad_params, "norm1"), self.child_grad(grad_params, "norm2")
+        if self.norm_first:
+            gz = gy + self.norm2.backward(cn2, self._ff_backward(cff, gy, grad_params), g2)
+            gx = gz + self.norm1.backward(cn1, self._sa_backward(csa, gz, shape, grad_params), g1)
+        else:
+            gs2 = self.norm2.backward(cn2, gy, g2)
+            gz = gs2 + self._ff_backward(cff, gs2, grad_params)
+            gs1 = self.norm1.backward(cn1, gz, g1)
+            gx = gs1 + self._sa_backward(csa, gs1, shape, grad_params)
+        return gx.reshape(shape)
+
+    def get_config(self):
+        a = self.self_attn
+        return {"d_model": self.d_model, "nhead": a.num_heads, "dim_feedforward": self.dim_feedforward,
+                "dropout": a.dropout, "activation": self.activation, "layer_norm_eps": self.norm1.eps,
+                "batch_first": a.batch_first, "norm_first": self.norm_first, "bias": a.use_bias,
+                "causal": a.causal}
