@@ -146,12 +146,15 @@ def main():
     ap.add_argument("--max-epochs", type=int, default=15)
     ap.add_argument("--systems", default="sparkdl,torch,distributor",
                     help="comma-separated subset of sparkdl,torch,distributor (ratios need all three)")
+    ap.add_argument("--sparkdl-batch-size", type=int, default=1024, help="sparkdl's global batch (default 1024)")
+    ap.add_argument("--sparkdl-lr", type=float, default=6e-3, help="sparkdl's peak learning rate (default 6e-3)")
     args = ap.parse_args()
     systems = set(args.systems.split(","))
     data = load()
     res = {"target": args.target}
     if "sparkdl" in systems:
-        res["sparkdl_local2"] = run_sparkdl(data, args.target, args.max_epochs)
+        res["sparkdl_local2"] = run_sparkdl(data, args.target, args.max_epochs, batch_size=args.sparkdl_batch_size,
+                                            lr=args.sparkdl_lr)
         print("sparkdl local[2]:", res["sparkdl_local2"], flush=True)
     if "torch" in systems:
         res["torch_2threads"] = run_torch(data, args.target, args.max_epochs)

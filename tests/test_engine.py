@@ -137,12 +137,13 @@ def _fail_first_attempts(stage, partition, epoch, iteration, attempt):
 
 
 def test_broadcasts_and_cache_stay_bounded(spark):
+    """The Python reduce path (tests/test_jvm_reduce.py checks the same for the JVM reduce)."""
     x, y = _data(n=40)
     sc = spark.sparkContext
     before = persistent_rdd_count(sc)
     data = DataBlocks.from_samples(sc.parallelize(list(zip(x, y)), 2))
     trainer = DistributedTrainer(_model(), nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), batch_size=8,
-                                 end_trigger=MaxIteration(40), progress=False)
+                                 end_trigger=MaxIteration(40), progress=False, jvm_reduce=False)
     depths = []
     orig = trainer._replace_state_rdd
 

@@ -1,5 +1,5 @@
 """An executor killed mid-training (local-cluster master, own process): training recovers and the final
-weights are bit-identical to a failure-free run."""
+weights are bit-identical to a failure-free run, and the JVM reduce to the Python reduce."""
 import json
 import os
 import subprocess
@@ -15,3 +15,4 @@ def test_executor_killed_mid_training_recovers_bit_identically(tmp_path):
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["killed"], "the fault hook never ran: no executor was killed"
     assert result["identical"], result
+    assert result["python_reduce_identical"], result  # JVM reduce == Python reduce across executor JVMs

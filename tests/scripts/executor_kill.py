@@ -1,6 +1,7 @@
 """Run by tests/test_engine_recovery.py in its own process (needs its own Spark master):
-train twice on local-cluster[2,1,1024] — once clean, once with an executor JVM killed mid-training —
-and print whether the final weights are bit-identical, as JSON."""
+train on local-cluster[2,1,1024] (executors are separate JVMs) — clean with the JVM reduce, clean with the
+Python reduce, and with the JVM reduce and an executor JVM killed mid-training — and print whether the
+final weights are bit-identical, as JSON."""
 import json
 import os
 import signal
@@ -25,14 +26,15 @@ def kill_executor_once(stage, partition, epoch, iteration, attempt):
         os.kill(jvm, signal.SIGKILL)
 
 
-def train(sc, hook):
+def train(sc, hook, jvm_reduce=None):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((240, 8)).astype(np.float32)
     y = (x[:, 0] > 0).astype(np.int64)
     data = DataBlocks.from_numpy(sc, x, y, 4)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)).initialize(3)
     trainer = DistributedTrainer(model, nn.CrossEntropyLoss(), Adam(lr=0.01), batch_size=40,
-                                 end_trigger=MaxEpoch(2), progress=False, snapshot_interval=4, fault_hook=hook)
+                                 end_trigger=MaxEpoch(2), progress=False, snapshot_interval=4, fault_hook=hook,
+                                 jvm_reduce=jvm_reduce)
     trainer.fit(data)
     data.unpersist()
     return model.flat_parameters.copy()
@@ -43,7 +45,9 @@ if __name__ == "__main__":
                                                                    "spark.task.maxFailures": "4"})
     sc = spark.sparkContext
     clean = train(sc, None)
+    python_reduce = train(sc, None, jvm_reduce=False)
     faulty = train(sc, kill_executor_once)
     print(json.dumps({"killed": os.path.exists(MARKER), "identical": bool(np.array_equal(clean, faulty)),
+                      "python_reduce_identical": bool(np.array_equal(clean, python_reduce)),
                       "max_abs_diff": float(np.max(np.abs(clean - faulty)))}))
     spark.stop()
