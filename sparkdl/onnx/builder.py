@@ -48,7 +48,12 @@ def _convert(graph: OnnxGraph) -> list:
         if id(node) in ctx.absorbed:
             continue
         entry = CONVERTERS[node.op_type]
-        layer = entry.fn(node, read_attributes(node, entry, graph.opset), ctx)
+        try:
+            layer = entry.fn(node, read_attributes(node, entry, graph.opset), ctx)
+        except OnnxImportError:
+            raise
+        except (TypeError, ValueError, IndexError, KeyError, ArithmeticError) as e:  # values no check foresaw
+            raise OnnxImportError(f"{describe(node)}: cannot convert: {type(e).__name__}: {e}") from None
         for extra in list(node.output)[1:]:
             if extra and (extra in ctx.consumers or extra in graph.outputs):
                 ctx.fail(node, f"output {extra!r} (an optional output) is used; supported: the first output only")

@@ -110,9 +110,9 @@ class Context:
     def shape(self, node, name: str) -> tuple:
         """Inferred shape of value ``name`` (None for the batch axis)."""
         s = self.graph.shapes.get(name)
-        if s is None:
-            self.fail(node, f"the shape of {name!r} is unknown after shape inference; sparkdl needs static "
-                            "shapes (except the batch axis)")
+        if s is None or not s or any(d is None for d in s[1:]):
+            self.fail(node, f"the shape of {name!r} is {'unknown' if s is None else s} after shape inference "
+                            "(None = dynamic); sparkdl needs static shapes except for the batch axis")
         return s
 
     def sole_consumer(self, name: str):

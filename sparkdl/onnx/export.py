@@ -133,13 +133,14 @@ def save(model: Module, path, input_shape, *, opset: int = EXPORT_OPSET) -> str:
     float32 rounding (tests check 1e-5).
     """
     from sparkdl.nn.graph import Graph
-    from sparkdl.onnx.export_ops import export_module
+    from sparkdl.onnx.export_ops import check_exportable, export_module
     from sparkdl.onnx.reader import MAX_OPSET
     onnx = require_onnx()
     if not isinstance(model, Module):
         raise TypeError(f"sparkdl.onnx.save: model must be a sparkdl.nn.Module, got {type(model).__name__}")
     if isinstance(opset, bool) or not isinstance(opset, int) or not 13 <= opset <= MAX_OPSET:
         raise ValueError(f"sparkdl.onnx.save: opset must be an int in 13..{MAX_OPSET}, got {opset!r}")
+    check_exportable(model)
     shapes = _shapes(model, input_shape)
     em = Emitter(opset)
     names = list(model.input_names) if isinstance(model, Graph) else ["input"]

@@ -10,7 +10,7 @@ import numpy as np
 
 from sparkdl import nn
 
-__all__ = ["EXPORTERS", "export_module"]
+__all__ = ["EXPORTERS", "export_module", "check_exportable"]
 
 
 def _join(path: str, name: str) -> str:
@@ -150,20 +150,26 @@ EXPORTERS = {
 _MULTI = (nn.Add, nn.Concatenate, nn.Graph)
 
 
+def check_exportable(model) -> None:
+    """Raise TypeError naming the first module (by path) whose class has no exporter."""
+    for path, m in model.named_modules():
+        if type(m) not in EXPORTERS:
+            raise TypeError(f"sparkdl.onnx.save: {path or 'the model'} is a {type(m).__name__}, which has no ONNX "
+                            f"exporter (subclasses are not assumed to export like their base); exportable: "
+                            f"{sorted(c.__name__ for c in EXPORTERS)}")
+
+
 def export_module(module, path: str, xs: list, shapes: list, em) -> tuple[list, list]:
     """Emit ``module`` applied to values ``xs`` of ``shapes``; returns its output values and shapes.
 
+    ``module`` must have passed :func:`check_exportable`.
+
     Raises
     ------
-    TypeError
-        If ``module``'s class has no exporter (subclasses are not assumed to export like their base).
     ValueError
         If the module rejects the input shapes.
     """
-    fn = EXPORTERS.get(type(module))
-    if fn is None:
-        raise TypeError(f"sparkdl.onnx.save: {path or 'the model'} is a {type(module).__name__}, which has no ONNX "
-                        f"exporter; exportable: {sorted(c.__name__ for c in EXPORTERS)}")
+    fn = EXPORTERS[type(module)]
     if isinstance(module, nn.Graph):
         return fn(module, path, xs, shapes, em)
     zeros = [np.zeros(s, module.dtype) for s in shapes]

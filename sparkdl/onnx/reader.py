@@ -119,6 +119,17 @@ def _check(model, what: str):
         raise OnnxImportError(f"{what}: invalid ONNX model: {type(e).__name__}: {str(e).strip()[:2000]}") from None
 
 
+def _declared_initializers(model, what: str) -> None:
+    """IR < 4 lists initializers among the graph inputs too: the declared shape must be the data's."""
+    dims = {t.name: tuple(t.dims) for t in model.graph.initializer}
+    for vi in model.graph.input:
+        if vi.name in dims:
+            _, declared = _shape(vi)
+            if declared is not None and declared != dims[vi.name]:
+                raise OnnxImportError(f"{what}: initializer {vi.name!r} has shape {dims[vi.name]} but the graph "
+                                      f"declares it as an input of shape {declared}")
+
+
 def _shape(value_info):
     t = value_info.type
     if t.WhichOneof("value") != "tensor_type" or not t.tensor_type.HasField("shape"):
@@ -166,6 +177,7 @@ def read_graph(source) -> OnnxGraph:
     data, what = _read_bytes(source)
     model = _parse(data, what)
     opset = _opset(model, what)
+    _declared_initializers(model, what)
     model = _check(model, what)
     g = model.graph
     constants = _constants(model, what)
@@ -179,10 +191,7 @@ def read_graph(source) -> OnnxGraph:
     inputs = []
     for vi in g.input:
         elem, dims = _shape(vi)
-        if vi.name in constants:  # IR < 4 lists initializers as inputs too: their declared shape must fit
-            if dims is not None and dims != constants[vi.name].shape:
-                raise OnnxImportError(f"{what}: initializer {vi.name!r} has shape {constants[vi.name].shape} but the "
-                                      f"graph declares it as an input of shape {dims}")
+        if vi.name in constants:  # IR < 4 lists initializers as inputs too (checked in _declared_initializers)
             continue
         if elem != onnx.TensorProto.FLOAT:
             raise OnnxImportError(f"{what}: graph input {vi.name!r} has element type "
