@@ -13,7 +13,7 @@ import tempfile
 import numpy as np
 
 from sparkdl.nn.module import Module
-from sparkdl.onnx._deps import require_onnx
+from sparkdl._extras import require_onnx
 
 __all__ = ["save", "EXPORT_OPSET"]
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-import numpy as np
-
+from sparkdl._extras import require_onnx
 from sparkdl.io._format import ModelFormatError
-from sparkdl.onnx._deps import require_onnx
+from sparkdl.io.safetensors_io import refuse_pickle
 
-__all__ = ["OnnxImportError", "OnnxGraph", "read_graph", "refuse_pickle", "MIN_OPSET", "MAX_OPSET"]
+__all__ = ["OnnxImportError", "OnnxGraph", "read_graph", "MIN_OPSET", "MAX_OPSET"]
 
 #: The ``ai.onnx`` opset versions whose semantics the importer was written against (inclusive).
 MIN_OPSET, MAX_OPSET = 9, 22
@@ -28,22 +27,6 @@ class OnnxImportError(ModelFormatError):
     A subclass of :class:`sparkdl.io.ModelFormatError` (a ``ValueError``): the one exception type that
     :func:`sparkdl.onnx.load` raises for any bad file.
     """
-
-
-def refuse_pickle(data: bytes, what: str) -> None:
-    """Raise if ``data`` is a Python pickle or a ``torch.save`` zip archive (never unpickle it).
-
-    Raises
-    ------
-    OnnxImportError
-        Naming the file and pointing to safetensors or ONNX.
-    """
-    if data[:1] == b"\x80" or data[:4] == b"PK\x03\x04":
-        raise OnnxImportError(
-            f"{what} looks like a PyTorch .pt/.pth file (a pickle, which can run arbitrary code when loaded); "
-            "sparkdl never unpickles. Export the weights with safetensors (safetensors.torch.save_file("
-            "model.state_dict(), 'weights.safetensors'), then sparkdl.io.load_safetensors) or the whole network "
-            "with torch.onnx.export(..., dynamo=False), then sparkdl.onnx.load")
 
 
 @dataclass
@@ -79,7 +62,7 @@ def _parse(data: bytes, what: str):
     onnx = require_onnx()
     if not data:
         raise OnnxImportError(f"{what}: empty file, not an ONNX model")
-    refuse_pickle(data, what)
+    refuse_pickle(data, what, OnnxImportError)
     try:
         model = onnx.load_model_from_string(data)
     except Exception as e:  # protobuf DecodeError and friends: any parse failure means a bad file
