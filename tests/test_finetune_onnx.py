@@ -37,7 +37,7 @@ def example():
 
 
 def test_example_on_a_subset(spark, example, tmp_path):
-    res = example.run(spark, pretrain_rows=1500, finetune_rows=1500, test_rows=800, epochs=1, batch_size=100,
+    res = example.run(spark, pretrain_rows=1000, finetune_rows=1000, test_rows=500, epochs=1, batch_size=100,
                       workdir=str(tmp_path))
     assert res["import_max_abs_error"] < 1e-5
     assert res["imported_accuracy"] == res["torch_accuracy"] > 0.5
@@ -61,14 +61,14 @@ def _reference(model, opt, x, y, batch_size, epochs, seed):
 @pytest.mark.parametrize("freeze", [True, False], ids=["frozen-convs", "all-layers"])
 def test_spark_finetuning_equals_in_process(spark, example, tmp_path, freeze):
     (x, y), (xt, yt) = example.load_fashion_mnist()
-    net = example.train_torch(x[:800], y[:800], seed=1)
+    net = example.train_torch(x[:500], y[:500], seed=1)
     data = open(example.to_onnx(net, str(tmp_path / "cnn.onnx")), "rb").read()
-    x, y, xt, yt = x[800:1400], y[800:1400], xt[:500], yt[:500]
+    x, y, xt, yt = x[500:850], y[500:850], xt[:300], yt[:300]
     ref, dist = sonnx.load(data), sonnx.load(data)
     start = ref.state_dict()
-    _reference(ref, example.frozen_adam(ref, 2e-3, freeze), x, y, batch_size=100, epochs=2, seed=3)
+    _reference(ref, example.frozen_adam(ref, 2e-3, freeze), x, y, batch_size=50, epochs=2, seed=3)
     rdd = spark.sparkContext.parallelize(list(zip(x, y)), 2)
-    DistributedTrainer(dist, nn.CrossEntropyLoss(), example.frozen_adam(dist, 2e-3, freeze), batch_size=100,
+    DistributedTrainer(dist, nn.CrossEntropyLoss(), example.frozen_adam(dist, 2e-3, freeze), batch_size=50,
                        end_trigger=MaxEpoch(2), seed=3, progress=False).fit(rdd)
     np.testing.assert_allclose(dist.flat_parameters, ref.flat_parameters, rtol=1e-4, atol=1e-6)
     acc = [float(np.mean(m(xt).argmax(axis=1) == yt)) for m in (ref, dist)]
