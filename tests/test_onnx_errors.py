@@ -129,3 +129,54 @@ def test_fuzzed_files_raise_only_onnx_import_error():
         except OnnxImportError:
             failed += 1
     assert loaded + failed == 200 and failed > 100
+
+
+def _single(node, x_shape, y_shape, inits=(), opset=17):
+    return make_model([node], [("x", x_shape)], [("y", y_shape)], inits, opset=opset)
+
+
+def test_pre13_softmax_semantics():
+    # opset 11 Softmax over the last axis means the same as today's: imported
+    model = sonnx.load(_single(helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=1), ["N", 4], ["N", 4],
+                               opset=11))
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    np.testing.assert_allclose(model(x), np.exp(x) / np.exp(x).sum(1, keepdims=True), rtol=1e-6)
+    # ... over a middle axis it flattened the trailing axes: refused, naming the rule
+    _error(_single(helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=1), ["N", 3, 4], ["N", 3, 4], opset=11),
+           r"node 'sm' \(Softmax\): axis=1 at opset 11 normalises over the flattened axes")
+    _error(_single(helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=0), ["N", 4], ["N", 4]),
+           r"supported: a non-batch axis")
+
+
+def test_same_padding_and_its_asymmetric_case():
+    w = np.random.default_rng(0).standard_normal((2, 1, 3, 3)).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="c", auto_pad="SAME_UPPER")
+    model = sonnx.load(_single(node, ["N", 1, 5, 5], ["N", 2, 5, 5], [("w", w)]))
+    conv = [m for _, m in model.named_modules() if type(m).__name__ == "Conv2d"][0]
+    assert conv.padding == (1, 1)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="c", auto_pad="SAME_UPPER", strides=[2, 2])
+    _error(_single(node, ["N", 1, 6, 6], ["N", 2, 3, 3], [("w", w)]), r"pads \[0, 0, 1, 1\].*asymmetric")
+
+
+def test_constant_add_reshape_and_optional_outputs():
+    bias = ("b", np.ones(4, np.float32))
+    _error(_single(helper.make_node("Add", ["x", "b"], ["y"], name="a"), ["N", 4], ["N", 4], [bias]),
+           r"node 'a' \(Add\): adding a constant is supported only as the bias of a MatMul")
+    shape = ("s", np.array([2, -1], np.int64))
+    _error(_single(helper.make_node("Reshape", ["x", "s"], ["y"], name="r"), ["N", 4], [2, None], [shape]),
+           r"node 'r' \(Reshape\): shape \[2, -1\] for an input of shape \(None, 4\) does not keep the batch axis")
+    nodes = [helper.make_node("MaxPool", ["x"], ["y", "idx"], name="mp", kernel_shape=[2, 2]),
+             helper.make_node("Flatten", ["idx"], ["f"], name="f")]
+    g = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 1, 4, 4])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 1, 3, 3]),
+                           helper.make_tensor_value_info("f", onnx.TensorProto.INT64, ["N", 9])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    _error(m.SerializeToString(), r"node 'mp' \(MaxPool\): output 'idx' \(an optional output\) is used")
+
+
+def test_shared_initializer_is_refused():
+    w = ("w", np.eye(3, dtype=np.float32))
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="m1"),
+             helper.make_node("MatMul", ["h", "w"], ["y"], name="m2")]
+    _error(make_model(nodes, [("x", ["N", 3])], [("y", ["N", 3])], [w]),
+           r"initializer 'w' is used by node 'm1' \(MatMul\) and node 'm2' \(MatMul\); shared weights")
