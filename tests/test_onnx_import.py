@@ -168,3 +168,17 @@ def test_hand_built_graph_gemm_alpha_beta_and_global_pool():
     expected = 0.5 * x.mean(axis=(2, 3)) @ w.T + 2.0 * c
     np.testing.assert_allclose(model(x), expected, rtol=1e-5, atol=1e-6)
     assert sorted(model.state_dict()) == ["fc.bias", "fc.weight"]
+
+
+@pytest.mark.parametrize("preserve", [True, False], ids=["batchnorm-nodes", "batchnorm-folded"])
+def test_deduplicated_initializers_become_separate_parameters(preserve):
+    """torch.onnx replaces equal initializers (fresh BatchNorms: all ones/zeros) by Identity nodes of one."""
+    torch.manual_seed(6)
+    tm = tnn.Sequential(tnn.Conv2d(3, 4, 3, padding=1, bias=False), tnn.BatchNorm2d(4), tnn.ReLU(),
+                        tnn.Conv2d(4, 4, 3, padding=1, bias=False), tnn.BatchNorm2d(4))
+    model = _compare(tm, _x(2, 3, 5, 5), preserve_batchnorm=preserve)
+    if preserve:
+        assert isinstance(model, nn.Sequential) and set(model.state_dict()) == set(tm.state_dict())
+        assert model[4].eps == 1e-5 and model[4].momentum == 0.1
+        for name, value in model.named_parameters():
+            assert not np.shares_memory(value, model.state_dict()["1.weight"]) or name == "1.weight"

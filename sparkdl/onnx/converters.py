@@ -148,6 +148,8 @@ def read_attributes(node, entry: _Entry, opset: int) -> dict:
     for name, default in entry.attrs.items():
         if name in given:
             v = helper.get_attribute_value(given[name])
+            if isinstance(v, float):  # stored as float32: its shortest repr (1e-05, not 9.999999747378752e-06)
+                v = float(str(np.float32(v)))
             out[name] = v.decode() if isinstance(v, bytes) else (list(v) if isinstance(v, (list, tuple)) else v)
         else:
             out[name] = default(opset) if callable(default) else default

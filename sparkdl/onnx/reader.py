@@ -185,5 +185,13 @@ def read_graph(source) -> OnnxGraph:
                                   "(export with dynamic_axes={name: {0: 'N'}} only)")
         inputs.append(vi.name)
         shapes[vi.name] = (None,) + dims[1:]
-    return OnnxGraph(nodes=[n for n in g.node if n.op_type != "Constant"], constants=constants, shapes=shapes,
-                     inputs=inputs, outputs=[o.name for o in g.output], opset=opset)
+    nodes = []
+    for n in g.node:
+        if n.op_type == "Identity" and n.input[0] in constants:
+            # torch.onnx deduplicates equal initializers into Identity nodes: each copy is its own tensor
+            constants[n.output[0]] = constants[n.input[0]].copy()
+            shapes[n.output[0]] = constants[n.output[0]].shape
+        elif n.op_type != "Constant":
+            nodes.append(n)
+    return OnnxGraph(nodes=nodes, constants=constants, shapes=shapes, inputs=inputs,
+                     outputs=[o.name for o in g.output], opset=opset)
