@@ -282,9 +282,9 @@ def _reshape(node, a, ctx):
     rest = [shape[i] if t == 0 and i < len(shape) else t for i, t in enumerate(target)][1:]
     size = int(np.prod(shape[1:]))
     known = int(np.prod([t for t in rest if t != -1]))
-    keeps_batch = (target and target[0] == 0 and (-1 not in rest or size % known == 0)) or \
-        (target and target[0] != 0 and -1 not in rest and known == size)
-    if not keeps_batch or any(t is None for t in rest):
+    one_sample = (size % known == 0) if -1 in rest else (known == size)
+    batch_kept = bool(target) and (target[0] in (0, -1) or (target[0] > 0 and -1 not in rest))
+    if not (one_sample and batch_kept) or any(t is None or t < -1 for t in rest):
         ctx.fail(node, f"shape {target} for an input of shape {shape} does not keep the batch axis; supported: "
                        "a target (N or -1 or 0, *per_sample) whose per-sample part holds one sample")
     return ctx.layer(node, nn.Reshape, {"shape": rest}, inputs=[x])
