@@ -16,4 +16,5 @@ from sparkdl.io.model_io import build_model, get_architecture, load_model, load_
 from sparkdl.io.safetensors_io import load_safetensors, save_safetensors
 
 __all__ = ["ModelFormatError", "save_model", "load_model", "load_weights", "get_architecture", "build_model",
-           "Checkpoint", "save_checkpoint", "load_checkpoint", "list_checkpoints", "save_safetensors", "load_safetensors"]
+           "Checkpoint", "save_checkpoint", "load_checkpoint", "list_checkpoints", "save_safetensors",
+           "load_safetensors"]

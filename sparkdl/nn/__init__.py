@@ -7,9 +7,9 @@ from sparkdl.nn.dropout import Dropout
 from sparkdl.nn.graph import Graph
 from sparkdl.nn.layout import Layout
 from sparkdl.nn.linear import Linear
-from sparkdl.nn.merge import Add, Concatenate
 from sparkdl.nn.loss import (BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, Loss, MSELoss, NLLLoss,
                              SmoothL1Loss)
+from sparkdl.nn.merge import Add, Concatenate
 from sparkdl.nn.module import Module
 from sparkdl.nn.normalization import BatchNorm1d, BatchNorm2d
 from sparkdl.nn.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d

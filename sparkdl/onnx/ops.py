@@ -257,7 +257,8 @@ def _batch_norm(node, a, ctx):
                            f"{ctx.shape(node, x)}")
         tensors[local] = (_f32(t), node.input[i])
     cls = nn.BatchNorm2d if len(ctx.shape(node, x)) == 4 else nn.BatchNorm1d
-    config = {"num_features": int(c), "eps": float(a["epsilon"]), "momentum": float(str(np.float32(1.0 - a["momentum"])))}
+    momentum = float(str(np.float32(1.0 - a["momentum"])))  # PyTorch's convention: 1 - ONNX's
+    config = {"num_features": int(c), "eps": float(a["epsilon"]), "momentum": momentum}
     return ctx.layer(node, cls, config, inputs=[x], **tensors)
 
 
