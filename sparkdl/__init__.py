@@ -9,7 +9,8 @@ metrics   mergeable validation metrics
 trainer   the single-process trainer (the reference the engine is tested against)
 engine    the Spark engine: cached data blocks, block AllReduce over shuffle, driver loop, inference
 ml        Spark ML Estimator/Model stages
-io        model files and checkpoints (data, never pickle)
+io        model files and checkpoints (data, never pickle), safetensors weights
+onnx      ONNX import and export (optional extra sparkdl[onnx])
 datasets  MNIST, Fashion-MNIST, Census-Income loaders
 jvm       the one module that talks to Spark's JVM (py4j)
 """

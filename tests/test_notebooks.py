@@ -24,3 +24,17 @@ def test_quickstart_mnist(tmp_path):
     pytest.importorskip("matplotlib")
     acc = _run("01_quickstart_mnist.ipynb", {"LIMIT": 3000, "EPOCHS": 1, "BATCH_SIZE": 50}, tmp_path)
     assert acc > 0.85
+
+
+def test_finetune_onnx(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    from sparkdl.datasets import fetch_fashion_mnist
+    try:
+        fetch_fashion_mnist(download=False)
+    except FileNotFoundError:
+        pytest.skip("Fashion-MNIST not in the dataset cache")
+    acc = _run("02_finetune_onnx.ipynb", {"PRETRAIN_ROWS": 1000, "FINETUNE_ROWS": 1000, "TEST_ROWS": 500, "EPOCHS": 1},
+               tmp_path)
+    assert acc > 0.6

@@ -4,6 +4,8 @@
   (``metadata.json`` + ``weights.npz``), see :mod:`sparkdl.io.model_io`.
 - :func:`save_checkpoint` / :func:`load_checkpoint` / :func:`list_checkpoints` — resumable training state,
   see :mod:`sparkdl.io.checkpoint`.
+- :func:`save_safetensors` / :func:`load_safetensors` — weights by PyTorch ``state_dict`` names in the
+  safetensors format (needs ``sparkdl[onnx]``), see :mod:`sparkdl.io.safetensors_io`.
 - :class:`ModelFormatError` — the one exception for corrupted, truncated or inconsistent files.
 
 Paths are local paths or URIs (through ``pyarrow.fs``); every function also takes ``filesystem=``.
@@ -11,6 +13,8 @@ Paths are local paths or URIs (through ``pyarrow.fs``); every function also take
 from sparkdl.io._format import ModelFormatError
 from sparkdl.io.checkpoint import Checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
 from sparkdl.io.model_io import build_model, get_architecture, load_model, load_weights, save_model
+from sparkdl.io.safetensors_io import load_safetensors, save_safetensors
 
 __all__ = ["ModelFormatError", "save_model", "load_model", "load_weights", "get_architecture", "build_model",
-           "Checkpoint", "save_checkpoint", "load_checkpoint", "list_checkpoints"]
+           "Checkpoint", "save_checkpoint", "load_checkpoint", "list_checkpoints", "save_safetensors",
+           "load_safetensors"]

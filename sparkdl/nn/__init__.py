@@ -8,11 +8,13 @@ from sparkdl.nn.conv1d import Conv1d
 from sparkdl.nn.conv_transpose import ConvTranspose2d
 from sparkdl.nn.containers import Concat, Residual, Sequential
 from sparkdl.nn.dropout import Dropout
+from sparkdl.nn.graph import Graph
 from sparkdl.nn.layer_norm import GroupNorm, LayerNorm
 from sparkdl.nn.layout import Layout
 from sparkdl.nn.linear import Linear
 from sparkdl.nn.loss import (BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, Loss, MSELoss, NLLLoss,
                              SmoothL1Loss)
+from sparkdl.nn.merge import Add, Concatenate
 from sparkdl.nn.module import Module
 from sparkdl.nn.normalization import BatchNorm1d, BatchNorm2d
 from sparkdl.nn.pooling import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
@@ -20,9 +22,9 @@ from sparkdl.nn.shape import Flatten, Identity, Reshape
 from sparkdl.nn.transformer import TransformerEncoderLayer
 from sparkdl.nn.upsample import Upsample
 
-__all__ = ["init", "Module", "Layout", "Linear", "ReLU", "Sequential", "Residual", "Concat", "Conv2d", "MaxPool2d",
-           "AvgPool2d", "AdaptiveAvgPool2d", "LeakyReLU", "ELU", "GELU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax",
-           "BatchNorm1d", "BatchNorm2d", "Dropout", "Flatten", "Reshape", "Identity",
+__all__ = ["init", "Module", "Layout", "Linear", "ReLU", "Sequential", "Residual", "Concat", "Graph", "Add",
+           "Concatenate", "Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "LeakyReLU", "ELU", "GELU", "Tanh",
+           "Sigmoid", "Softmax", "LogSoftmax", "BatchNorm1d", "BatchNorm2d", "Dropout", "Flatten", "Reshape", "Identity",
            "SiLU", "Softplus", "PReLU", "LayerNorm", "GroupNorm", "Conv1d", "MaxPool1d", "AvgPool1d",
            "ConvTranspose2d", "Upsample", "MultiheadAttention", "TransformerEncoderLayer",
            "Loss", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "BCEWithLogitsLoss"]

@@ -1,0 +1,53 @@
+"""Model exchange through ONNX: :func:`load` an ONNX file as a sparkdl module, :func:`save` one as ONNX.
+
+Import covers the operators that map onto sparkdl's layers (:func:`supported_ops`; ai.onnx opsets
+:data:`MIN_OPSET`..:data:`MAX_OPSET`): a chain becomes a :class:`~sparkdl.nn.Sequential`, anything else a
+:class:`~sparkdl.nn.Graph`; initializers become parameters and buffers named like the exporting model's
+PyTorch ``state_dict``. The imported module is an ordinary sparkdl module: it trains with
+:class:`sparkdl.engine.DistributedTrainer` or :class:`sparkdl.ml.DLClassifier` and saves with
+:func:`sparkdl.io.save_model`. Every bad file raises :class:`OnnxImportError`.
+
+Needs the optional dependencies ``pip install 'sparkdl[onnx]'`` (the ``onnx`` package).
+"""
+from sparkdl.onnx.builder import build as _build
+from sparkdl.onnx.converters import supported_ops
+from sparkdl.onnx.export import EXPORT_OPSET, save
+from sparkdl.onnx.reader import MAX_OPSET, MIN_OPSET, OnnxImportError, read_graph
+
+__all__ = ["load", "save", "supported_ops", "OnnxImportError", "MIN_OPSET", "MAX_OPSET", "EXPORT_OPSET"]
+
+
+def load(path_or_bytes):
+    """Import an ONNX model as a float32 sparkdl module (evaluation-ready; train it like any module).
+
+    Parameters
+    ----------
+    path_or_bytes : str, os.PathLike or bytes
+        An ``.onnx`` file or its contents (self-contained: no external data files).
+
+    Returns
+    -------
+    sparkdl.nn.Module
+        :class:`~sparkdl.nn.Sequential` for a chain whose layers are named 0, 1, ... (a ``torch.nn.Sequential``
+        export), else :class:`~sparkdl.nn.Graph` with the file's inputs and outputs. BatchNorm layers carry
+        the file's running statistics (momentum ``1 - onnx momentum``).
+
+    Raises
+    ------
+    FileNotFoundError
+        If the path does not exist.
+    TypeError
+        If ``path_or_bytes`` is neither a path nor bytes.
+    ImportError
+        If the ``onnx`` package is missing (``pip install 'sparkdl[onnx]'``).
+    OnnxImportError
+        For any file that cannot be imported, before anything is built: a pickle (``.pt``/``.pth``, never
+        loaded), truncated or invalid bytes, an opset outside ``MIN_OPSET..MAX_OPSET``, an unsupported
+        operator or attribute (each named, with what is supported), a dynamic non-batch dimension, or an
+        initializer whose shape does not fit the graph.
+
+    References
+    ----------
+    ONNX IR and operator specifications, https://onnx.ai/onnx/; BigDL ``Module.loadTF``/``loadCaffe``.
+    """
+    return _build(read_graph(path_or_bytes))

@@ -1,0 +1,153 @@
+"""Graph building: converted :class:`~sparkdl.onnx.converters.Layer` specs -> a sparkdl module.
+
+Three phases, so a file that cannot be imported fails before anything is built:
+
+1. every node's operator is in the converter table and its attributes are declared (all problems at once);
+2. every node converts to a ``Layer`` (shapes and constants validated, nothing built);
+3. modules are built, given their tensors, named, and wired into an :class:`~sparkdl.nn.Sequential` (a chain
+   whose module names are 0, 1, ... as a ``torch.nn.Sequential``'s) or an :class:`~sparkdl.nn.Graph`.
+
+Module names follow PyTorch: the prefix of the initializer names (``layer1.0.conv1.weight`` ->
+``layer1.0.conv1``), else the module path that ``torch.onnx.export`` writes into the node name
+(``/layer1/layer1.0/conv1/Conv`` -> ``layer1.0.conv1``), else the node name, else the operator; so
+parameters keep the exporting model's ``state_dict`` keys whenever the file carries them.
+"""
+from __future__ import annotations
+
+import re
+
+from sparkdl import nn
+from sparkdl.onnx import ops  # noqa: F401  (registers the converters)
+from sparkdl.onnx.converters import CONVERTERS, Context, describe, read_attributes, supported_ops
+from sparkdl.onnx.reader import OnnxGraph, OnnxImportError
+
+__all__ = ["build"]
+
+
+def _check_supported(graph: OnnxGraph) -> None:
+    problems = []
+    for node in graph.nodes:
+        entry = CONVERTERS.get(node.op_type)
+        if entry is None or node.domain not in ("", "ai.onnx"):
+            problems.append(f"{describe(node)}: unsupported operator {node.domain + '.' if node.domain else ''}"
+                            f"{node.op_type}")
+            continue
+        try:
+            read_attributes(node, entry, graph.opset)
+        except OnnxImportError as e:
+            problems.append(str(e))
+    if problems:
+        raise OnnxImportError("cannot import this ONNX model:\n  " + "\n  ".join(problems) +
+                              f"\nsupported operators: {', '.join(supported_ops())}")
+
+
+def _convert(graph: OnnxGraph) -> list:
+    ctx = Context(graph)
+    layers = []
+    for node in graph.nodes:
+        if id(node) in ctx.absorbed:
+            continue
+        entry = CONVERTERS[node.op_type]
+        try:
+            layer = entry.fn(node, read_attributes(node, entry, graph.opset), ctx)
+        except OnnxImportError:
+            raise
+        except (TypeError, ValueError, IndexError, KeyError, ArithmeticError) as e:  # values no check foresaw
+            raise OnnxImportError(f"{describe(node)}: cannot convert: {type(e).__name__}: {e}") from None
+        for extra in list(node.output)[1:]:
+            if extra and (extra in ctx.consumers or extra in graph.outputs):
+                ctx.fail(node, f"output {extra!r} (an optional output) is used; supported: the first output only")
+        layers.append(layer)
+    used = {}
+    for layer in layers:
+        for name in layer.sources.values():
+            if name in used and used[name] is not layer:
+                raise OnnxImportError(f"initializer {name!r} is used by {describe(used[name].node)} and "
+                                      f"{describe(layer.node)}; shared weights are not supported")
+            used[name] = layer
+    return layers
+
+
+def _clean(name: str) -> str:
+    parts = [re.sub(r"[^A-Za-z0-9_]", "_", p) for p in name.split(".")]
+    return ".".join(p for p in parts if p)
+
+
+def _scope(node_name: str) -> str:
+    """Module path from a torch.onnx node name: '/layer1/layer1.0/conv1/Conv' -> 'layer1.0.conv1'.
+
+    torch writes one scope component per module, some relative to an ancestor ('layer1', 'layer1.0',
+    'shortcut', 'shortcut.0'): a component that starts with the path's last segments continues them.
+    """
+    path: list[str] = []
+    for c in node_name.strip("/").split("/")[:-1]:
+        seg = [p for p in c.split(".") if p]
+        k = max((k for k in range(min(len(path), len(seg)) + 1) if path[len(path) - k:] == seg[:k]), default=0)
+        path += seg[k:]
+    return _clean(".".join(path))
+
+
+def _module_name(layer) -> str:
+    """PyTorch-style name of a module with tensors: the common prefix of ``<prefix>.<local name>`` sources."""
+    prefixes = {src[:-len(local) - 1] for local, src in layer.sources.items() if src.endswith("." + local)}
+    if len(prefixes) == 1 and _clean(next(iter(prefixes))):
+        return _clean(prefixes.pop())
+    return _scope(layer.node.name) or _clean(layer.node.name.replace("/", ".")) or layer.node.op_type.lower()
+
+
+def _unique(base: str, used: set, suffix: str) -> str:
+    name = base if base not in used else f"{base}.{suffix}" if base else suffix
+    k = 1
+    while name in used:
+        name, k = f"{base}.{suffix}_{k}" if base else f"{suffix}_{k}", k + 1
+    used.add(name)
+    return name
+
+
+def _instantiate(layer):
+    try:
+        module = layer.cls(**layer.config)
+        state = module.state_dict()
+        state.update(layer.tensors)
+        module.load_state_dict(state)
+    except (TypeError, ValueError, KeyError) as e:
+        raise OnnxImportError(f"{describe(layer.node)}: cannot build {layer.cls.__name__}({layer.config}): "
+                              f"{e}") from None
+    return module
+
+
+def build(graph: OnnxGraph) -> nn.Module:
+    """Build the sparkdl module for a read and checked ONNX graph (see the module docstring).
+
+    Raises
+    ------
+    OnnxImportError
+        Unsupported operators or attributes (all listed), or a node that cannot be expressed by sparkdl's
+        layers (names the node, the operator and what is supported).
+    """
+    _check_supported(graph)
+    layers = _convert(graph)
+    modules = [_instantiate(layer) for layer in layers]
+    used: set = set()
+    value = {}
+    inputs = []
+    for name in graph.inputs:
+        value[name] = _unique(_clean(name) or "input", used, "input")
+        inputs.append(value[name])
+    names = []
+    for layer in layers:
+        scope = _module_name(layer) if layer.tensors else (_scope(layer.node.name) or _clean(layer.node.name))
+        names.append(_unique(scope, used, layer.node.op_type.lower()))
+        value[layer.output] = names[-1]
+    missing = [o for o in graph.outputs if o not in value]
+    if missing:
+        raise OnnxImportError(f"graph outputs {missing} are constants; supported: outputs computed from the inputs")
+    outputs = [value[o] for o in graph.outputs]
+    chain = (len(inputs) == 1 and len(outputs) == 1 and outputs[0] == names[-1]
+             and all(layer.inputs == [layers[i - 1].output if i else graph.inputs[0]]
+                     for i, layer in enumerate(layers))
+             and names == [str(i) for i in range(len(names))])
+    if chain:
+        return nn.Sequential(*modules)
+    return nn.Graph(inputs, [(n, m, [value[i] for i in layer.inputs]) for n, m, layer in zip(names, modules, layers)],
+                    outputs)

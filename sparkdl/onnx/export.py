@@ -1,0 +1,167 @@
+"""ONNX export: :func:`save` writes a sparkdl module as a self-contained, checker-validated ``.onnx`` file.
+
+The module tree is walked with :data:`sparkdl.onnx.export_ops.EXPORTERS` (one function per module class);
+shapes are found by running each leaf once on a zero batch of one sample. Node names are ``/<module path>/<Op>``
+and initializers ``<module path>.<tensor>`` (the ``state_dict`` key), as ``torch.onnx.export`` writes them,
+so :func:`sparkdl.onnx.load` of an exported file rebuilds the same parameter names.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+
+from sparkdl.nn.module import Module
+from sparkdl._extras import require_onnx
+
+__all__ = ["save", "EXPORT_OPSET"]
+
+#: The ai.onnx opset that :func:`save` writes (20: the first with a native ``Gelu``).
+EXPORT_OPSET = 20
+
+
+class Emitter:
+    """Collects nodes and initializers while the module tree is walked (plain data until :meth:`model`)."""
+
+    def __init__(self, opset: int):
+        self.opset = opset
+        self.nodes: list[dict] = []
+        self.initializers: dict[str, np.ndarray] = {}
+        self._values: set = set()
+
+    def tensor(self, name: str, array) -> str:
+        """Add an initializer (float arrays as float32, integer arrays as int64); returns its name."""
+        a = np.asarray(array)
+        a = a.astype(np.int64) if a.dtype.kind in "iu" else a.astype(np.float32)
+        base, k = name, 1
+        while name in self.initializers:
+            name, k = f"{base}_{k}", k + 1
+        self.initializers[name] = a
+        return name
+
+    def node(self, op_type: str, inputs, path: str, **attrs) -> str:
+        """Add a node named ``/<path>/<op_type>``; returns the name of its (single) output value."""
+        name = f"/{path}/{op_type}" if path else f"/{op_type}"
+        out, k = f"{name}_output_0", 1
+        while out in self._values:
+            out, k = f"{name}_{k}_output_0", k + 1
+        self._values.add(out)
+        self.nodes.append({"op_type": op_type, "inputs": list(inputs), "outputs": [out],
+                           "name": out[:-len("_output_0")], "attrs": attrs})
+        return out
+
+    def model(self, inputs: list[tuple[str, tuple]], outputs: list[str], output_names: list[str],
+              output_shapes: list[tuple]):
+        """The ``ModelProto``: inputs get a dynamic batch axis ``N``; output values are renamed."""
+        onnx = require_onnx()
+        from onnx import helper, numpy_helper
+        produced = {o for n in self.nodes for o in n["outputs"]}
+        renamed = {}
+        for value, new in zip(outputs, output_names):
+            if value in produced and outputs.count(value) == 1:
+                renamed[value] = new
+            else:  # an input returned as is, or one value returned twice: a named copy
+                self.nodes.append({"op_type": "Identity", "inputs": [value], "outputs": [new],
+                                   "name": f"/{new}/Identity", "attrs": {}})
+        for n in self.nodes:
+            n["inputs"] = [renamed.get(i, i) for i in n["inputs"]]
+            n["outputs"] = [renamed.get(o, o) for o in n["outputs"]]
+        nodes = [helper.make_node(n["op_type"], n["inputs"], n["outputs"], name=n["name"], **n["attrs"])
+                 for n in self.nodes]
+        graph = helper.make_graph(
+            nodes, "sparkdl",
+            [helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, ["N", *shape]) for name, shape in inputs],
+            [helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, ["N", *shape[1:]])
+             for name, shape in zip(output_names, output_shapes)],
+            [numpy_helper.from_array(a, name) for name, a in self.initializers.items()])
+        opsets = [helper.make_opsetid("", self.opset)]
+        return helper.make_model(graph, opset_imports=opsets, producer_name="sparkdl",
+                                 ir_version=helper.find_min_ir_version_for(opsets))
+
+
+def _shapes(model, input_shape) -> list[tuple]:
+    from sparkdl.nn.graph import Graph
+    count = len(model.input_names) if isinstance(model, Graph) else 1
+    if isinstance(input_shape, (tuple, list)) and input_shape and all(isinstance(s, (tuple, list))
+                                                                      for s in input_shape):
+        shapes = [tuple(s) for s in input_shape]
+    else:
+        shapes = [tuple(input_shape)] if isinstance(input_shape, (tuple, list)) else None
+    if shapes is None or len(shapes) != count or not all(
+            all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d > 0 for d in s) for s in shapes):
+        raise ValueError(f"sparkdl.onnx.save: input_shape must be the per-sample shape (positive ints, no batch "
+                         f"axis, e.g. (1, 28, 28)){' per input, as a list of ' + str(count) if count > 1 else ''}, "
+                         f"got {input_shape!r}")
+    return [tuple(int(d) for d in s) for s in shapes]
+
+
+def save(model: Module, path, input_shape, *, opset: int = EXPORT_OPSET) -> str:
+    """Export ``model`` (evaluation mode) to an ONNX file at ``path``.
+
+    Parameters
+    ----------
+    model : sparkdl.nn.Module
+        Built from the exportable classes of :data:`sparkdl.onnx.export_ops.EXPORTERS` (every layer and
+        container of :mod:`sparkdl.nn`; Dropout is exported as an inference Dropout, BatchNorm with its
+        running statistics). float64 models are written as float32.
+    path : str or os.PathLike
+        Target file (written atomically: a temp file next to it, then renamed).
+    input_shape : tuple of int, or list of tuples for a multi-input Graph
+        Per-sample input shape without the batch axis, e.g. ``(1, 28, 28)``; the batch axis is dynamic (``N``).
+    opset : int, default :data:`EXPORT_OPSET`
+        ai.onnx opset written; 13 or higher (``GELU`` needs 20).
+
+    Returns
+    -------
+    str
+        The path written.
+
+    Raises
+    ------
+    TypeError
+        If ``model`` is not a Module, or contains a module class without an exporter (named, with its path).
+    ValueError
+        A malformed ``input_shape``, a shape the model does not accept, an opset out of range, or a layer
+        setting ONNX cannot express (named).
+    ImportError
+        If the ``onnx`` package is missing (``pip install 'sparkdl[onnx]'``).
+
+    Notes
+    -----
+    The file passes ``onnx.checker.check_model(full_check=True)``; onnxruntime reproduces ``model(x)`` to
+    float32 rounding (tests check 1e-5).
+    """
+    from sparkdl.nn.graph import Graph
+    from sparkdl.onnx.export_ops import check_exportable, export_module
+    from sparkdl.onnx.reader import MAX_OPSET
+    onnx = require_onnx()
+    if not isinstance(model, Module):
+        raise TypeError(f"sparkdl.onnx.save: model must be a sparkdl.nn.Module, got {type(model).__name__}")
+    if isinstance(opset, bool) or not isinstance(opset, int) or not 13 <= opset <= MAX_OPSET:
+        raise ValueError(f"sparkdl.onnx.save: opset must be an int in 13..{MAX_OPSET}, got {opset!r}")
+    check_exportable(model)
+    shapes = _shapes(model, input_shape)
+    em = Emitter(opset)
+    names = list(model.input_names) if isinstance(model, Graph) else ["input"]
+    outs, out_shapes = export_module(model, "", names, [(1, *s) for s in shapes], em)
+    out_names = (list(model.output_names) if isinstance(model, Graph) and len(model.output_names) > 1
+                 else ["output"])
+    if len(set(out_names)) != len(out_names) or set(out_names) & set(names):
+        out_names = [f"output_{i}" for i in range(len(outs))]
+    proto = em.model(list(zip(names, shapes)), outs, out_names, out_shapes)
+    onnx.checker.check_model(proto, full_check=True)
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".onnx-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(proto.SerializeToString())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return path
