@@ -46,7 +46,7 @@ def njit_parallel(fn=None, **extra):
 _blas_limits = None
 
 
-def set_num_threads(n: int) -> int:
+def set_num_threads(n: int, blas_threads: int | None = 1) -> int:
     """Set the number of threads used by numba kernels and by BLAS, together.
 
     Parameters
@@ -54,6 +54,11 @@ def set_num_threads(n: int) -> int:
     n : int
         Threads to use, ``1 <= n <= numba.config.NUMBA_NUM_THREADS`` (the pool size numba started with,
         by default the machine's core count).
+    blas_threads : int or None, default 1
+        Threads of the BLAS pool (GEMMs in Linear/Conv2d). Default 1: OpenBLAS's own pool spin-waits and
+        collapses (measured 20x slower per GEMM) when the machine's other cores are busy, as they are under
+        Spark; numba's parallel kernels split the work across ``n`` threads instead, so ``n`` threads are
+        never slower than one. ``None``: ``n`` (BLAS threads too).
 
     Returns
     -------
@@ -82,7 +87,7 @@ def set_num_threads(n: int) -> int:
         raise ValueError(f"set_num_threads: n must be in [1, {max_n}] (numba's pool size), got {n}")
     previous = numba.get_num_threads()
     numba.set_num_threads(n)
-    _blas_limits = threadpool_limits(limits=n, user_api="blas")
+    _blas_limits = threadpool_limits(limits=n if blas_threads is None else max(1, int(blas_threads)), user_api="blas")
     return previous
 
 

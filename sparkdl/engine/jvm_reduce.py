@@ -160,11 +160,11 @@ def gradient_records(fit_broadcast, data_deserializer, split: int, frames):
     split_weights = (weights[:num_parameters], weights[num_parameters:])
     ctx = _Iteration(epoch, iteration, global_iteration)
     bounds = fit.bounds
+    if items is not None and fit.data_key is not None and fit.offsets[split + 1] > fit.offsets[split]:
+        local_cache.store(fit.data_key, split, *items[0])  # even without rows in this batch: no miss later
     for p in (int(q) for q in partitions):
         def source(p=p):
             if items is not None:
-                if fit.data_key is not None:
-                    local_cache.store(fit.data_key, p, *items[0])
                 return items[0]
             return local_cache.load(fit.data_key, p) if fit.data_key is not None else None
         out = partition_gradient(fit, ctx, p, source, split_weights)
