@@ -22,6 +22,7 @@ from sparkdl.engine import tasks
 from sparkdl.engine.allreduce import block_bounds, merge_blocks
 from sparkdl.engine.broadcast import CloudBroadcast
 from sparkdl.engine.data import DataBlocks
+from sparkdl.engine.environment import check_executor_environment
 from sparkdl.engine.inference import evaluate
 from sparkdl.engine.iteration import block_id, run_iteration
 from sparkdl.engine.plan import batch_sizes
@@ -169,6 +170,7 @@ class DistributedTrainer:
         -------
         TrainSummary
         """
+        check_executor_environment(train.rdd.context if isinstance(train, DataBlocks) else train.context)
         data = train if isinstance(train, DataBlocks) else DataBlocks.from_samples(train)
         val = validation if validation is None or isinstance(validation, DataBlocks) else \
             DataBlocks.from_samples(validation)
