@@ -4,7 +4,9 @@ Everything here uses only Spark's public JVM API; nothing is placed in Spark's o
 """
 from __future__ import annotations
 
-__all__ = ["count_on_jvm", "empty_view", "persistent_rdd_count", "set_jvm_log_level"]
+import contextlib
+
+__all__ = ["count_on_jvm", "empty_view", "persistent_rdd_count", "set_jvm_log_level", "jvm_log_level"]
 
 
 def count_on_jvm(rdd) -> int:
@@ -23,6 +25,18 @@ def set_jvm_log_level(sc, logger: str, level: str) -> None:
     jvm = sc._jvm
     jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
         logger, jvm.org.apache.logging.log4j.Level.toLevel(level))
+
+
+@contextlib.contextmanager
+def jvm_log_level(sc, logger: str, level: str):
+    """Set one log4j logger's level for the duration of a ``with`` block (then back to its effective level
+    before the block), e.g. around a job whose expected warnings would only alarm the user."""
+    previous = sc._jvm.org.apache.logging.log4j.LogManager.getLogger(logger).getLevel().name()
+    set_jvm_log_level(sc, logger, level)
+    try:
+        yield
+    finally:
+        set_jvm_log_level(sc, logger, previous)
 
 
 def empty_view(rdd):
