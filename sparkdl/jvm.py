@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import contextlib
 
-__all__ = ["count_on_jvm", "empty_view", "persistent_rdd_count", "set_jvm_log_level", "jvm_log_level"]
+__all__ = ["count_on_jvm", "empty_view", "persistent_rdd_count", "set_jvm_log_level", "jvm_log_level",
+           "stop_console_progress_bar"]
 
 
 def count_on_jvm(rdd) -> int:
@@ -37,6 +38,17 @@ def jvm_log_level(sc, logger: str, level: str):
         yield
     finally:
         set_jvm_log_level(sc, logger, previous)
+
+
+def stop_console_progress_bar(sc) -> bool:
+    """Stop Spark's console progress bar (``[Stage N:>  (0 + 2) / 2]``, on when ``spark.ui.showConsoleProgress``
+    is true, the default of PySpark shells and notebooks) for the rest of this SparkContext. Returns whether
+    there was one running."""
+    bar = sc._jsc.sc().progressBar()
+    if not bar.isDefined():
+        return False
+    bar.get().stop()
+    return True
 
 
 def empty_view(rdd):

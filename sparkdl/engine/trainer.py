@@ -29,7 +29,7 @@ from sparkdl.engine.plan import batch_sizes
 from sparkdl.engine.summary import TrainSummary
 from sparkdl.engine.triggers import EveryEpoch, MaxEpoch, TrainingState, Trigger
 from sparkdl.trainer import sum_reduction
-from sparkdl.jvm import empty_view, set_jvm_log_level
+from sparkdl.jvm import empty_view, set_jvm_log_level, stop_console_progress_bar
 
 __all__ = ["DistributedTrainer", "TrainingDivergedError"]
 
@@ -392,6 +392,9 @@ class DistributedTrainer:
         if not self.progress:
             return None
         from tqdm.auto import tqdm
+        if stop_console_progress_bar(self._sc):  # its "[Stage N:>" lines would overwrite this bar
+            log.info("sparkdl: stopped Spark's console progress bar for this session (spark.ui.showConsoleProgress); "
+                     "sparkdl shows its own")
         total = None
         t = self.end_trigger
         if isinstance(t, MaxEpoch):
