@@ -149,13 +149,15 @@ class _KernelCache(caching.FunctionCache):
 
     def save_overload(self, sig, data):
         try:
-            super().save_overload(sig, data)
-        except Exception:  # the index is corrupt: start it afresh
-            self._discard_index()
             try:
                 super().save_overload(sig, data)
-            except OSError as e:
-                log.debug("sparkdl: could not write the numba cache in %s: %s", self.cache_path, e)
+            except OSError:
+                raise
+            except Exception:  # the index is corrupt (it is read before writing): start it afresh
+                self._discard_index()
+                super().save_overload(sig, data)
+        except OSError as e:  # e.g. a full disk: the kernel is compiled, only not cached
+            log.debug("sparkdl: could not write the numba cache in %s: %s", self.cache_path, e)
 
     def _discard_index(self):
         try:

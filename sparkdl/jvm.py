@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 
 __all__ = ["count_on_jvm", "empty_view", "persistent_rdd_count", "set_jvm_log_level", "jvm_log_level",
-           "stop_console_progress_bar"]
+           "stop_console_progress_bar", "submitted_conf"]
 
 
 def count_on_jvm(rdd) -> int:
@@ -38,6 +38,14 @@ def jvm_log_level(sc, logger: str, level: str):
         yield
     finally:
         set_jvm_log_level(sc, logger, previous)
+
+
+def submitted_conf(key: str) -> str | None:
+    """The value ``spark-submit`` was given for ``key`` (``--conf``, properties file), read from the JVM that
+    ``spark-submit`` started, before any SparkContext exists; ``None`` if not set."""
+    from pyspark import SparkConf, SparkContext
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM (the gateway SparkContext will use)
+    return SparkConf().get(key, None)
 
 
 def stop_console_progress_bar(sc) -> bool:

@@ -24,8 +24,8 @@ RECOMMENDED_CONF = {
     "spark.rdd.compress": "false",
     # tqdm shows progress on the driver; Spark's console bar would interleave with it.
     "spark.ui.showConsoleProgress": "false",
-    # Applied while the SparkContext starts, so spark-submit's dozens of startup INFO lines never print
-    # (a value given to spark-submit with --conf spark.log.level=... is kept).
+    # Applied early while the SparkContext starts, so that of spark-submit's dozens of startup INFO lines only
+    # the first three print (a value given to spark-submit with --conf spark.log.level=... is kept).
     "spark.log.level": "WARN",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # In local mode the driver JVM is also the executor that caches the training data.
@@ -62,11 +62,11 @@ def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", 
         # Remote executors may not be able to write next to an installed package: give numba a
         # writable cache. (Local executors share the driver's cache, so kernels compile once.)
         settings["spark.executorEnv.NUMBA_CACHE_DIR"] = default_numba_cache_dir()
-    if "PYSPARK_GATEWAY_PORT" in os.environ:  # launched by spark-submit: its log level wins
-        from pyspark import SparkConf
-        if SparkConf().contains("spark.log.level"):
-            del settings["spark.log.level"]
     settings.update(conf or {})
+    if "PYSPARK_GATEWAY_PORT" in os.environ and "spark.log.level" not in (conf or {}):
+        from sparkdl.jvm import submitted_conf
+        if submitted_conf("spark.log.level") is not None:  # spark-submit's --conf spark.log.level wins
+            del settings["spark.log.level"]
     for k, v in settings.items():
         builder = builder.config(k, v)
     return builder.getOrCreate()
