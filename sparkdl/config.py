@@ -57,7 +57,8 @@ def _tbb_usable() -> bool:
         return False
 
 
-os.environ.setdefault("NUMBA_THREADING_LAYER", "tbb" if sys.platform == "linux" and _tbb_usable() else "workqueue")
+if "NUMBA_THREADING_LAYER" not in os.environ:  # the user's choice is kept
+    os.environ["NUMBA_THREADING_LAYER"] = "tbb" if sys.platform == "linux" and _tbb_usable() else "workqueue"
 
 import numba  # noqa: E402
 from numba.core import caching  # noqa: E402
