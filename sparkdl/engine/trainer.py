@@ -169,6 +169,12 @@ class DistributedTrainer:
         Returns
         -------
         TrainSummary
+
+        Raises
+        ------
+        sparkdl.engine.environment.ExecutorEnvironmentError
+            Before any other job, if the executors run another sparkdl, Python (major.minor) or numpy (major)
+            than the driver (checked once per application).
         """
         check_executor_environment(train.rdd.context if isinstance(train, DataBlocks) else train.context)
         data = train if isinstance(train, DataBlocks) else DataBlocks.from_samples(train)
