@@ -259,7 +259,7 @@ def train(args, output: str) -> dict:
           f"master {sc.master}) for {result['epochs']} epochs in {wall:.1f} s ({result['samples_per_s']} samples/s).")
     if final:
         print(f"Test accuracy {final['Top1Accuracy']:.4f}, test loss {final['Loss']:.4f}.")
-    hint = "" if shutil.which("tensorboard") else "   (tensorboard is not installed: pip install 'sparkdl[tensorboard]')"
+    hint = "" if shutil.which("tensorboard") else "  (not installed: pip install 'sparkdl[tensorboard]')"
     print(f"Model: {model_path}\nCheckpoints: {os.path.join(output, 'checkpoints')}\n"
           f"TensorBoard: tensorboard --logdir {os.path.join(output, 'tensorboard')}{hint}")
     train_data.unpersist()
