@@ -12,50 +12,193 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
+import re
+import shutil
 import sys
 import time
 
 import numpy as np
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "UsageError"]
 
 #: Per-dataset pixel mean and standard deviation (of the training images scaled to [0, 1]).
 NORMALIZATION = {"mnist": (0.1307, 0.3081), "fashion-mnist": (0.2860, 0.3530)}
 
+#: The file that makes a directory a sparkdl run: the settings the run was started with.
+RUN_FILE = "run.json"
+#: What a run directory holds; --overwrite removes exactly these.
+RUN_ENTRIES = ("model", "checkpoints", "tensorboard", RUN_FILE)
+#: Settings that define a run: --resume continues a run only with the same values.
+RUN_SETTINGS = ("model", "dataset", "epochs", "batch_size", "lr", "optimizer", "warmup_epochs", "limit", "seed")
+
+_MASTER = re.compile(r"local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]|yarn|(spark|k8s|mesos)://\S+")
+
+
+class UsageError(Exception):
+    """A mistake in the command line or in the files it names: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Reports a usage error as one line (no usage block) naming ``--help``."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _int_at_least(low):
+    def convert(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+        return value
+    return convert
+
+
+def _float(positive: bool):
+    def convert(text):
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < 0 or (positive and value == 0):
+            raise argparse.ArgumentTypeError(f"expected a finite number {'> 0' if positive else '>= 0'}, got {text!r}")
+        return value
+    return convert
+
+
+def _master(text):
+    if not _MASTER.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"expected a Spark master URL (local, local[N], local[*], spark://HOST:PORT, "
+                                         f"yarn, k8s://...), got {text!r}")
+    return text
+
+
+def _existing_dir(text):
+    if not os.path.isdir(os.path.expanduser(text)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a directory")
+    return text
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sparkdl", description="Deep learning on Apache Spark.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    from sparkdl import __version__
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+    parser = _Parser(prog="sparkdl", description="Deep learning on Apache Spark.", formatter_class=fmt)
+    parser.add_argument("--version", action="version", version=f"sparkdl {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,evaluate}")
 
     def common(p):
-        p.add_argument("--dataset", choices=sorted(NORMALIZATION), default="mnist")
-        p.add_argument("--master", default=None,
+        p.add_argument("--dataset", choices=sorted(NORMALIZATION), default="mnist", help="dataset to use")
+        p.add_argument("--master", type=_master, default=None,
                        help="Spark master URL (default: spark-submit's, else local[*])")
-        p.add_argument("--data-home", default=None, help="dataset cache directory (default ~/.cache/sparkdl/datasets)")
-        p.add_argument("--data-source", default=None, help="local directory holding the dataset's IDX files")
-        p.add_argument("--partitions", type=int, default=None, help="data partitions (default: Spark's parallelism)")
+        p.add_argument("--data-home", default=None,
+                       help="dataset cache directory (default: ~/.cache/sparkdl/datasets)")
+        p.add_argument("--data-source", type=_existing_dir, default=None,
+                       help="local directory holding the dataset's IDX files (offline use)")
+        p.add_argument("--partitions", type=_int_at_least(1), default=None,
+                       help="data partitions (default: Spark's parallelism)")
         p.add_argument("--json", action="store_true", help="print one JSON line with the results at the end")
 
-    t = sub.add_parser("train", help="train a model with the distributed engine")
+    t = sub.add_parser("train", help="train a model with the distributed engine", formatter_class=fmt,
+                       description="Train a reference model on a dataset with the distributed engine.")
     common(t)
-    t.add_argument("--model", choices=["lenet5", "mlp"], default="lenet5")
-    t.add_argument("--epochs", type=int, default=12)
-    t.add_argument("--batch-size", type=int, default=512, help="global mini-batch size")
-    t.add_argument("--lr", type=float, default=4e-3, help="peak learning rate")
-    t.add_argument("--optimizer", choices=["adam", "adamw", "sgd"], default="adam")
-    t.add_argument("--warmup-epochs", type=float, default=0.5, help="linear warm-up before cosine decay")
-    t.add_argument("--limit", type=int, default=None, help="use only the first N training samples")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--output", default="runs/{model}-{dataset}", help="directory for model, checkpoints, logs")
-    t.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output")
+    t.add_argument("--model", choices=["lenet5", "mlp"], default="lenet5", help="network to train")
+    t.add_argument("--epochs", type=_int_at_least(1), default=12, help="passes over the training data")
+    t.add_argument("--batch-size", type=_int_at_least(1), default=512, help="global mini-batch size")
+    t.add_argument("--lr", type=_float(positive=True), default=4e-3, help="peak learning rate")
+    t.add_argument("--optimizer", choices=["adam", "adamw", "sgd"], default="adam",
+                   help="optimizer (sgd: momentum 0.9, Nesterov)")
+    t.add_argument("--warmup-epochs", type=_float(positive=False), default=0.5,
+                   help="linear warm-up before cosine decay, in epochs")
+    t.add_argument("--limit", type=_int_at_least(1), default=None, help="use only the first N training samples")
+    t.add_argument("--seed", type=_int_at_least(0), default=0, help="seed of initialization, shuffling and dropout")
+    t.add_argument("--output", default="runs/{model}-{dataset}",
+                   help="run directory for the model, checkpoints, TensorBoard logs and run.json")
+    again = t.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true",
+                       help="continue the run in --output from its latest checkpoint (same settings only)")
+    again.add_argument("--overwrite", action="store_true", help="replace the run already in --output")
     t.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
-    e = sub.add_parser("evaluate", help="evaluate a saved model on a dataset's test split")
+    e = sub.add_parser("evaluate", help="evaluate a saved model on a dataset's test split", formatter_class=fmt,
+                       description="Evaluate a model saved by `sparkdl train` on a dataset's test split.")
     common(e)
-    e.add_argument("--model", required=True, help="path of a model saved by `sparkdl train`")
-    e.add_argument("--batch-size", type=int, default=1024)
+    e.add_argument("--model", required=True, help="path of a model saved by `sparkdl train` (RUN/model)")
+    e.add_argument("--batch-size", type=_int_at_least(1), default=1024, help="rows per forward pass")
     return parser
+
+
+def _run_settings(args) -> dict:
+    return {k: getattr(args, k) for k in RUN_SETTINGS}
+
+
+def _next_free(path: str) -> str:
+    n = 2
+    while os.path.exists(f"{path}-{n}"):
+        n += 1
+    return f"{path}-{n}"
+
+
+def prepare_run_directory(args) -> str:
+    """The run directory of ``sparkdl train``, checked before Spark starts: a new run never overwrites another
+    one (without ``--overwrite``), and ``--resume`` only continues a run started with the same settings.
+
+    Raises
+    ------
+    UsageError
+        Naming the directory and the option that fixes the problem.
+    """
+    try:
+        output = os.path.normpath(args.output.format(model=args.model, dataset=args.dataset))
+    except (KeyError, IndexError, ValueError) as e:
+        raise UsageError(f"--output {args.output!r}: only {{model}} and {{dataset}} can be filled in ({e})") from None
+    run_file = os.path.join(output, RUN_FILE)
+    settings = _run_settings(args)
+    if args.resume:
+        if not os.path.isfile(run_file):
+            raise UsageError(f"--resume: {output} holds no sparkdl run ({RUN_FILE} is missing); start the run "
+                             "without --resume")
+        with open(run_file) as f:
+            saved = json.load(f).get("settings", {})
+        changed = [f"--{k.replace('_', '-')} {saved.get(k)} there, {v} now" for k, v in settings.items()
+                   if saved.get(k) != v]
+        if changed:
+            raise UsageError(f"--resume: {output} is a run with other settings ({'; '.join(changed)}); resume it with "
+                             f"its settings, or start a new run with another --output (e.g. {_next_free(output)})")
+        if not os.path.exists(os.path.join(output, "checkpoints", "latest")):
+            raise UsageError(f"--resume: {output} has no checkpoint yet; start it again with --overwrite")
+        return output
+    if os.path.isdir(output) and os.listdir(output):
+        if not os.path.isfile(run_file):
+            raise UsageError(f"--output {output} is a non-empty directory that is not a sparkdl run; choose another "
+                             f"--output (e.g. {_next_free(output)})")
+        if not args.overwrite:
+            raise UsageError(f"{output} already holds a run; start a new one with --output {_next_free(output)}, "
+                             "continue it with --resume, or replace it with --overwrite")
+        for name in RUN_ENTRIES:
+            path = os.path.join(output, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            elif os.path.exists(path):
+                os.unlink(path)
+    elif os.path.exists(output) and not os.path.isdir(output):
+        raise UsageError(f"--output {output} is a file, not a directory")
+    from sparkdl import __version__
+    os.makedirs(output, exist_ok=True)
+    with open(run_file, "w") as f:
+        json.dump({"sparkdl": __version__, "settings": settings,
+                   "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, f, indent=1)
+    return output
+
+
+def _check_evaluate(args) -> None:
+    if not os.path.isfile(os.path.join(args.model, "metadata.json")):
+        raise UsageError(f"--model {args.model}: not a model saved by `sparkdl train` (no metadata.json there; "
+                         "the model of a run is RUN/model)")
 
 
 def _load(args):
@@ -82,13 +225,12 @@ def _optimizer(args, iterations_per_epoch):
     return cls(lr=args.lr, schedule=schedule, **kwargs)
 
 
-def train(args) -> dict:
+def train(args, output: str) -> dict:
     from sparkdl import engine, io, metrics, nn
     from sparkdl.models import MODELS
-    output = args.output.format(model=args.model, dataset=args.dataset)
+    (x_train, y_train), (x_test, y_test) = _load(args)  # before Spark starts: a missing dataset fails fast
     spark = engine.get_or_create_session(args.master, app_name=f"sparkdl train {args.model} {args.dataset}")
     sc = spark.sparkContext
-    (x_train, y_train), (x_test, y_test) = _load(args)
     if args.limit:
         x_train, y_train = x_train[:args.limit], y_train[:args.limit]
     train_data = engine.DataBlocks.from_numpy(sc, x_train, y_train, args.partitions)
@@ -117,8 +259,9 @@ def train(args) -> dict:
           f"master {sc.master}) for {result['epochs']} epochs in {wall:.1f} s ({result['samples_per_s']} samples/s).")
     if final:
         print(f"Test accuracy {final['Top1Accuracy']:.4f}, test loss {final['Loss']:.4f}.")
+    hint = "" if shutil.which("tensorboard") else "  (not installed: pip install 'sparkdl[tensorboard]')"
     print(f"Model: {model_path}\nCheckpoints: {os.path.join(output, 'checkpoints')}\n"
-          f"TensorBoard: tensorboard --logdir {os.path.join(output, 'tensorboard')}")
+          f"TensorBoard: tensorboard --logdir {os.path.join(output, 'tensorboard')}{hint}")
     train_data.unpersist()
     test_data.unpersist()
     return result
@@ -126,9 +269,9 @@ def train(args) -> dict:
 
 def evaluate(args) -> dict:
     from sparkdl import engine, io, metrics, nn
-    spark = engine.get_or_create_session(args.master, app_name=f"sparkdl evaluate {args.dataset}")
     model = io.load_model(args.model)
     _, (x_test, y_test) = _load(args)
+    spark = engine.get_or_create_session(args.master, app_name=f"sparkdl evaluate {args.dataset}")
     test_data = engine.DataBlocks.from_numpy(spark.sparkContext, x_test, y_test, args.partitions)
     t0 = time.perf_counter()
     scores = engine.evaluate(model, test_data, [metrics.Top1Accuracy(), metrics.Loss(nn.CrossEntropyLoss())],
@@ -142,11 +285,34 @@ def evaluate(args) -> dict:
     return result
 
 
+def _user_errors():
+    """Exceptions that report a problem of the user's input or environment, not a bug: printed as one message."""
+    from sparkdl.engine import TrainingDivergedError
+    from sparkdl.engine.environment import ExecutorEnvironmentError
+    return (UsageError, ValueError, TypeError, OSError, TrainingDivergedError, ExecutorEnvironmentError)
+
+
 def main(argv=None) -> int:
+    """Run the command line; returns the exit status (0 success, 1 failed run, 2 usage error, 130 interrupted)."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("sparkdl").setLevel(logging.INFO)  # validation lines, data source used
-    result = train(args) if args.command == "train" else evaluate(args)
+    from tqdm.contrib.logging import logging_redirect_tqdm
+    prog = f"sparkdl {args.command}"
+    try:
+        if args.command == "train":
+            output = prepare_run_directory(args)
+            with logging_redirect_tqdm():  # log lines are printed above the progress bar, not through it
+                result = train(args, output)
+        else:
+            _check_evaluate(args)
+            result = evaluate(args)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except _user_errors() as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2 if isinstance(e, UsageError) else 1
     if args.json:
         print(json.dumps(result))
     return 0

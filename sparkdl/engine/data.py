@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 from pyspark import StorageLevel
 
+from sparkdl.jvm import jvm_log_level
+
 __all__ = ["DataBlocks", "PartitionSummary"]
 
 
@@ -177,7 +179,10 @@ class DataBlocks:
         pieces = max(1, -(-per_part * row_bytes // (16 << 20)))
         bounds = np.linspace(0, len(x), n * pieces + 1).round().astype(int)
         chunks = [(x[bounds[i]:bounds[i + 1]], y[bounds[i]:bounds[i + 1]]) for i in range(n * pieces)]
-        return cls._cache_and_inspect(_normalized(sc.parallelize(chunks, n)), storage_level, checkpoint=True)
+        # The arrays ride inside the tasks of these first jobs only (then the checkpoint replaces them): Spark's
+        # "task of very large size" warning is expected here and would only alarm the user.
+        with jvm_log_level(sc, "org.apache.spark.scheduler.TaskSetManager", "ERROR"):
+            return cls._cache_and_inspect(_normalized(sc.parallelize(chunks, n)), storage_level, checkpoint=True)
 
     @classmethod
     def from_blocks(cls, rdd, storage_level=StorageLevel.MEMORY_AND_DISK) -> "DataBlocks":

@@ -28,6 +28,9 @@ RECOMMENDED_CONF = {
     "spark.rdd.compress": "false",
     # tqdm shows progress on the driver; Spark's console bar would interleave with it.
     "spark.ui.showConsoleProgress": "false",
+    # Applied early while the SparkContext starts, so that of spark-submit's dozens of startup INFO lines only
+    # the first three print (a value given to spark-submit with --conf spark.log.level=... is kept).
+    "spark.log.level": "WARN",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # In local mode the driver JVM is also the executor that caches the training data.
     "spark.driver.memory": "4g",
@@ -78,8 +81,10 @@ def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", 
     jars = _with_bridge_jar(settings.get("spark.jars", SparkConf().get("spark.jars", None)))
     if jars:
         settings["spark.jars"] = jars
+    if "PYSPARK_GATEWAY_PORT" in os.environ and "spark.log.level" not in (conf or {}):
+        from sparkdl.jvm import submitted_conf
+        if submitted_conf("spark.log.level") is not None:  # spark-submit's --conf spark.log.level wins
+            del settings["spark.log.level"]
     for k, v in settings.items():
         builder = builder.config(k, v)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
+    return builder.getOrCreate()

@@ -22,6 +22,7 @@ from sparkdl.engine import tasks
 from sparkdl.engine.allreduce import block_bounds, merge_blocks
 from sparkdl.engine.broadcast import CloudBroadcast
 from sparkdl.engine.data import DataBlocks
+from sparkdl.engine.environment import check_executor_environment
 from sparkdl.engine.inference import evaluate
 from sparkdl.engine.iteration import block_id, run_iteration
 from sparkdl.engine.jvm_reduce import JvmAllReduce, supports
@@ -29,7 +30,7 @@ from sparkdl.engine.plan import batch_sizes
 from sparkdl.engine.summary import TrainSummary
 from sparkdl.engine.triggers import EveryEpoch, MaxEpoch, TrainingState, Trigger
 from sparkdl.trainer import sum_reduction
-from sparkdl.jvm import bridge, empty_view, set_jvm_log_level
+from sparkdl.jvm import bridge, empty_view, set_jvm_log_level, stop_console_progress_bar
 
 __all__ = ["DistributedTrainer", "TrainingDivergedError"]
 
@@ -186,7 +187,14 @@ class DistributedTrainer:
         Returns
         -------
         TrainSummary
+
+        Raises
+        ------
+        sparkdl.engine.environment.ExecutorEnvironmentError
+            Before any other job, if the executors run another sparkdl, Python (major.minor) or numpy (major)
+            than the driver (checked once per application).
         """
+        check_executor_environment(train.rdd.context if isinstance(train, DataBlocks) else train.context)
         data = train if isinstance(train, DataBlocks) else DataBlocks.from_samples(train)
         val = validation if validation is None or isinstance(validation, DataBlocks) else \
             DataBlocks.from_samples(validation)
@@ -461,6 +469,9 @@ class DistributedTrainer:
         if not self.progress:
             return None
         from tqdm.auto import tqdm
+        if stop_console_progress_bar(self._sc):  # its "[Stage N:>" lines would overwrite this bar
+            log.info("sparkdl: stopped Spark's console progress bar for this session (spark.ui.showConsoleProgress); "
+                     "sparkdl shows its own")
         total = None
         t = self.end_trigger
         if isinstance(t, MaxEpoch):

@@ -23,6 +23,7 @@ from pyspark.ml import Estimator
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType
 
+from sparkdl.engine.environment import check_executor_environment
 from sparkdl.ml import validation as V
 from sparkdl.ml.arrow import FeatureSpec
 from sparkdl.ml.base import DLEstimatorParams, EstimatorSetters, probe_network
@@ -90,6 +91,7 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
         fshape = tuple(self._value(self.featureShape) or ()) or None
         handle = self.getHandleInvalid()
 
+        check_executor_environment(dataset.sparkSession.sparkContext)  # the first job; once per application
         # One aggregation job per DataFrame: counts of bad rows (raised at once in error mode) + shape statistics.
         stats = [self._phase1(df, name, kind, cols, lkind, lname, fshape, stage) for name, df in frames]
         spec = self._feature_spec(kind, cols, fshape, stats, stage)

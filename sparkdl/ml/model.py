@@ -9,6 +9,7 @@ from pyspark.ml import Model
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
+from sparkdl.engine.environment import check_executor_environment
 from sparkdl.ml import validation as V
 from sparkdl.ml.arrow import FeatureSpec
 from sparkdl.ml.base import DLParams
@@ -131,6 +132,7 @@ class DLModelBase(Model, DLParams, DLWritable, DLReadable):
             if out in schema.fieldNames():
                 raise ValueError(f"{stage}: output column {out!r} already exists; set the output column Params "
                                  "(predictionCol, ...) to new names")
+        check_executor_environment(dataset.sparkSession.sparkContext)
         handle = self.getHandleInvalid()
         df = dataset
         if handle == "skip":
