@@ -132,23 +132,29 @@ def breakdown(sc, model_fn, x, y, batch_size, iterations, jvm_reduce):
         def profiled(*a):
             if trainer.state.iteration == 3:
                 start_profiler(sc)
+                if trainer._jvm is not None:
+                    trainer._jvm.loop.take_timings()
                 counter["c"] = Py4JCounter()
                 counter["t"] = time.perf_counter()
             step(*a)
             if trainer.state.iteration == 3 + iterations and counter["c"] is not None:
-                calls.append((counter["c"].count, time.perf_counter() - counter["t"]))
+                java = trainer._jvm.loop.take_timings() if trainer._jvm is not None else None
+                calls.append((counter["c"].count, time.perf_counter() - counter["t"], java))
                 counter["c"].close()
                 counter["c"] = None
         trainer._step = profiled
     sparkdl_iteration_ms(sc, model_fn(), x, y, batch_size, iterations + 4, jvm_reduce=jvm_reduce, trainer_hook=hook)
     time.sleep(1.0)  # the listener bus delivers the last events asynchronously
     jobs = stop_profiler(sc)
-    py4j_calls, wall = calls[0]
+    py4j_calls, wall, java = calls[0]
     jobs = [j for j in jobs if j["stages"]]
     n = iterations
     per = {"iteration_ms": round(1000 * wall / n, 1), "py4j_calls": round(py4j_calls / n, 1),
            "spark_jobs": round(len(jobs) / n, 2), "job_ms": round(sum(j["ms"] for j in jobs) / n, 1)}
     per["driver_outside_jobs_ms"] = round(per["iteration_ms"] - per["job_ms"], 1)
+    if java is not None:  # the driver JVM's side of TrainingLoop.step, per iteration
+        per["jvm_driver"] = {k: round(java[k] / n, 2) for k in ("before_job_ms", "job_ms", "commit_ms")}
+        per["python_and_py4j_ms"] = round(per["iteration_ms"] - sum(per["jvm_driver"].values()), 1)
     stages = {}
     for j in jobs:
         for i, st in enumerate(j["stages"]):

@@ -193,6 +193,13 @@ class TrainingLoop:
     def invalidate_local_copies(self) -> None:
         self._loop.invalidateLocalCopies()
 
+    def take_timings(self) -> dict:
+        """Driver-side milliseconds summed since the last call: before the job, in the job's ``collect``,
+        committing the result (new broadcast, releases), and the number of iterations (benchmarks)."""
+        before, job, commit, n = self._loop.takeTimings().split()
+        return {"before_job_ms": float(before), "job_ms": float(job), "commit_ms": float(commit),
+                "iterations": int(n)}
+
     def lineage_depth(self) -> int:
         """Lines of the cached state RDD's debug string (bounded-lineage tests)."""
         return int(self._loop.statesLineageDepth())

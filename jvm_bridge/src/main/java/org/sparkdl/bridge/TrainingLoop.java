@@ -185,6 +185,7 @@ public final class TrainingLoop {
      * float64 loss sum, float64 normalizer sum, int64 samples.
      */
     public byte[] step(int epoch, int iteration, int globalIteration, byte[] program) {
+        long t0 = System.nanoTime();
         UpdateProgram prog = new UpdateProgram(program);
         if (prog.numBlocks() != numBlocks()) {
             throw new IllegalArgumentException("sparkdl bridge: update program for " + prog.numBlocks() + " blocks");
@@ -204,10 +205,29 @@ public final class TrainingLoop {
             }
             assignGroups();
         }
-        return commit(a, full);
+        long t1 = System.nanoTime();
+        byte[] out = commit(a, full);
+        long t2 = System.nanoTime();
+        timings[0] += t1 - t0 - a.jobNanos;
+        timings[1] += a.jobNanos;
+        timings[2] += t2 - t1;
+        timings[3]++;
+        return out;
+    }
+
+    /** Driver-side nanoseconds summed over iterations: [outside jobs before commit, in jobs, commit, count]. */
+    private final long[] timings = new long[4];
+
+    /** "before_jobs_ms jobs_ms commit_ms iterations" summed since the last call (benchmarks), then reset. */
+    public String takeTimings() {
+        String out = String.format("%.3f %.3f %.3f %d", timings[0] / 1e6, timings[1] / 1e6, timings[2] / 1e6,
+                timings[3]);
+        Arrays.fill(timings, 0);
+        return out;
     }
 
     private static final class Attempt {
+        long jobNanos;
         JavaRDD<ShardState> next;
         ShardState[] results;
         boolean missed;
@@ -221,7 +241,9 @@ public final class TrainingLoop {
         a.next = keyed.zipPartitions(states, new BlockReducer(prog, current, bounds));
         a.next.persist(StorageLevel.MEMORY_AND_DISK());
         a.next.rdd().localCheckpoint();
+        long start = System.nanoTime();
         List<ShardState> collected = a.next.map(ShardState::result).collect();
+        a.jobNanos = System.nanoTime() - start;
         a.results = new ShardState[k];
         for (ShardState s : collected) {
             a.results[s.block] = s;
