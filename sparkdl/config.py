@@ -7,7 +7,10 @@ numba is imported (the Spark engine sets it to a writable directory on executors
 source files or in the user's cache directory.
 
 Threads: :func:`set_num_threads` sets the numba thread pool *and* the BLAS thread pool (OpenBLAS, MKL,
-...) together, so a Spark task that owns ``spark.task.cpus`` cores never oversubscribes the machine.
+...) together, so a Spark task that owns ``spark.task.cpus`` cores never oversubscribes the machine. There
+are two BLAS libraries in a process: numpy's, and SciPy's, which numba calls for ``np.dot`` inside kernels
+(the recurrent layers). ``threadpoolctl`` only limits libraries already loaded, so this module loads SciPy's
+BLAS up front; unlimited, its idle threads spun and cost 12x the CPU time of the product itself.
 
 Idle threads must sleep: numba's OpenMP threading layer and OpenBLAS both spin-wait by default, and when
 a numba kernel and a BLAS call alternate (every layer does) the two pools fight for the cores — measured
@@ -22,6 +25,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see the module docstring; read when libgomp loads
 
 import numba  # noqa: E402
+import scipy.linalg.cython_blas  # noqa: E402,F401  numba's BLAS for np.dot in kernels; loaded so its threads are limited
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 __all__ = ["NJIT_OPTIONS", "njit", "njit_parallel", "set_num_threads", "get_num_threads"]
