@@ -24,3 +24,12 @@ def test_quickstart_mnist(tmp_path):
     pytest.importorskip("matplotlib")
     acc = _run("01_quickstart_mnist.ipynb", {"LIMIT": 3000, "EPOCHS": 1, "BATCH_SIZE": 50}, tmp_path)
     assert acc > 0.85
+
+
+def test_text_classification(tmp_path):
+    pytest.importorskip("matplotlib")
+    from sparkdl.datasets import get_data_home
+    if not (get_data_home() / "rotten-tomatoes").is_dir():
+        pytest.skip("the Rotten Tomatoes corpus is not in the dataset cache")
+    acc = _run("02_text_classification.ipynb", {"ROWS": 1200, "EPOCHS": 2, "MAX_LENGTH": 24}, tmp_path)
+    assert acc > 0.55
