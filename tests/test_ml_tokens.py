@@ -45,13 +45,15 @@ def _token_df(spark, n=240, seed=0, element=IntegerType()):
 
 def test_lstm_classifier_learns_from_variable_length_token_rows(spark):
     df = _token_df(spark)
-    clf = DLClassifier(network=_net(), featuresCol="tokens", maxEpoch=15, batchSize=32, learningRate=0.02,
+    clf = DLClassifier(network=_net(), featuresCol="tokens", maxEpoch=6, batchSize=120, learningRate=0.05,
                        numPartitions=2)
     model = clf.fit(df)
     assert model.getFeatureShape() == [9]  # padded to the longest training row
+    loss = model.summary.loss
+    assert len(loss) == 12 and np.mean(loss[-2:]) < 0.8 * np.mean(loss[:2])
     out = model.transform(df).select("id", "tokens", "label", "prediction", "probability").orderBy("id").collect()
     acc = np.mean([r["prediction"] == r["label"] for r in out])
-    assert acc > 0.9, acc
+    assert acc > 0.75, acc
     # transform pads each batch to its own longest row; locally every row is padded to 12: same probabilities
     ids = np.full((len(out), 12), -1, np.float32)
     for i, r in enumerate(out):
