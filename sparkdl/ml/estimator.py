@@ -91,7 +91,7 @@ class DLEstimator(DLEstimatorBase):
                   featureShape=None, loss=None, optimizer=None, learningRate=1e-3, batchSize=64, maxEpoch=10, seed=0,
                   numPartitions=None, validationIndicatorCol=None, validationData=None, checkpointDir=None,
                   handleInvalid="error", maxLength=None, predictionCol="prediction",
-                 inferenceBatchSize=1024):
+                  inferenceBatchSize=1024):
         """Sets params for this DLEstimator (keyword arguments only; None leaves a Param unset)."""
         kwargs = self._input_kwargs
         return self._set(**{k: v for k, v in kwargs.items() if v is not None})
