@@ -3,10 +3,11 @@ and in PyTorch, same model, weights, batch and thread count, measured in the sam
 
 Models: MLP 784-512-256-10 (batch 128), LeNet-5 on 1x28x28 (batch 128), a small VGG-style CNN on 3x32x32
 (batch 64), and an LSTM text classifier (batch 64 sequences of 50 token ids, Embedding(10000, 128) ->
-LSTM(128, 128) -> last hidden state -> Linear(128, 10)). Runs of the two libraries are interleaved so that load from other processes hits both alike;
-each number is the median of ``--repeats`` timed steps after ``--warmup`` untimed ones. Also measures the
-numba start-up cost: the first training step in a fresh process with an empty ``NUMBA_CACHE_DIR`` (cold:
-compilation) and in a second fresh process reusing that cache (warm: loading compiled kernels).
+LSTM(128, 128) -> last hidden state -> Linear(128, 10)). Runs of the two libraries are interleaved so that load
+from other processes hits both alike; each number is the median of ``--repeats`` timed steps after ``--warmup``
+untimed ones. Also measures the numba start-up cost: the first training step in a fresh process with an empty
+``NUMBA_CACHE_DIR`` (cold: compilation) and in a second fresh process reusing that cache (warm: loading
+compiled kernels).
 
 Prints a table, then as its LAST line one JSON object::
 

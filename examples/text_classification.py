@@ -90,10 +90,10 @@ def run(spark, rows=None, epochs=6, batch_size=64, vocab_size=10000, min_df=2, m
     model = clf.fit(train)
     fit_s = time.perf_counter() - t0
     lstm_acc = accuracy.evaluate(model.transform(test))
-    losses = [it["loss"] for it in model.summary.iterations]
+    losses = model.summary.loss
     return {"train_rows": n_train, "test_rows": n_test, "vocabulary": len(vocabulary), "max_length": max_length,
-            "epochs": epochs, "sparkdl_lstm_accuracy": round(lstm_acc, 4), "logreg_tfidf_accuracy": round(logreg_acc, 4),
-            "difference": round(lstm_acc - logreg_acc, 4), "sparkdl_fit_s": round(fit_s, 1),
+            "epochs": epochs, "sparkdl_lstm_accuracy": round(lstm_acc, 4),
+            "logreg_tfidf_accuracy": round(logreg_acc, 4), "difference": round(lstm_acc - logreg_acc, 4), "sparkdl_fit_s": round(fit_s, 1),
             "logreg_fit_s": round(logreg_s, 1), "first_loss": round(float(losses[0]), 4),
             "last_epoch_loss": round(float(np.mean(losses[-max(1, len(losses) // epochs):])), 4)}
 
@@ -114,7 +114,8 @@ def main(argv=None):
     print(f"train {res['train_rows']} / test {res['test_rows']} snippets, vocabulary {res['vocabulary']} words")
     print(f"sparkdl Embedding+BiLSTM test accuracy {res['sparkdl_lstm_accuracy']:.4f} "
           f"(fit {res['sparkdl_fit_s']:.0f} s, loss {res['first_loss']:.3f} -> {res['last_epoch_loss']:.3f})")
-    print(f"LogisticRegression on TF-IDF accuracy  {res['logreg_tfidf_accuracy']:.4f} (fit {res['logreg_fit_s']:.0f} s)")
+    print(f"LogisticRegression on TF-IDF accuracy  {res['logreg_tfidf_accuracy']:.4f} "
+          f"(fit {res['logreg_fit_s']:.0f} s)")
     print(f"difference (sparkdl - logreg)          {res['difference']:+.4f}")
     print(json.dumps(res))
     return 0

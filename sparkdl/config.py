@@ -25,7 +25,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see the module docstring; read when libgomp loads
 
 import numba  # noqa: E402
-import scipy.linalg.cython_blas  # noqa: E402,F401  numba's BLAS for np.dot in kernels; loaded so its threads are limited
+import scipy.linalg.cython_blas  # noqa: E402,F401  numba's np.dot BLAS, loaded so that its threads are limited
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 __all__ = ["NJIT_OPTIONS", "njit", "njit_parallel", "set_num_threads", "get_num_threads"]

@@ -22,7 +22,8 @@ def numeric_grad(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
 def layer_gradcheck(layer, x, *, training, seed=0, rtol=1e-5, atol=1e-7, max_params=400, input_grad=True):
     """Check ``backward`` of a float64 ``layer`` against central differences of ``sum(forward(x) * r)``.
 
-    Checks the input gradient (unless ``input_grad`` is False: index inputs) and (up to ``max_params`` evenly spaced entries of) the parameter gradient.
+    Checks the input gradient (unless ``input_grad`` is False: index inputs) and (up to ``max_params`` evenly
+    spaced entries of) the parameter gradient.
     """
     assert layer.dtype == np.float64 and (x.dtype == np.float64 or not input_grad)
     run = lambda: layer.forward(x, training=training, rng=np.random.default_rng(seed))

@@ -20,5 +20,5 @@ from sparkdl.datasets.idx import IDXFormatError, read_idx
 from sparkdl.datasets.mnist import FASHION_MNIST_CLASSES, fetch_fashion_mnist, fetch_mnist
 from sparkdl.datasets.rotten_tomatoes import fetch_rotten_tomatoes
 
-__all__ = ["fetch_mnist", "fetch_fashion_mnist", "fetch_census_income", "fetch_rotten_tomatoes", "read_idx", "get_data_home",
-           "DatasetNotFoundError", "ChecksumError", "IDXFormatError", "FASHION_MNIST_CLASSES"]
+__all__ = ["fetch_mnist", "fetch_fashion_mnist", "fetch_census_income", "fetch_rotten_tomatoes", "read_idx",
+           "get_data_home", "DatasetNotFoundError", "ChecksumError", "IDXFormatError", "FASHION_MNIST_CLASSES"]

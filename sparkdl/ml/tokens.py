@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, IntegralType
+from pyspark.sql.types import IntegralType
 
 __all__ = ["token_input", "token_kind", "token_checks", "decode_tokens"]
 
