@@ -3,10 +3,13 @@ and in PyTorch, same model, weights, batch and thread count, measured in the sam
 
 Models: MLP 784-512-256-10 (batch 128), LeNet-5 on 1x28x28 (batch 128), a small VGG-style CNN on 3x32x32
 (batch 64), a Transformer encoder layer (d_model 128, 4 heads, feed-forward 2048, dropout 0.1, post-norm;
-batch 32 of 64 tokens) with a linear classifier on its flattened output. Runs of the two libraries are interleaved so that load from other processes hits both alike;
-each number is the median of ``--repeats`` timed steps after ``--warmup`` untimed ones. Also measures the
-numba start-up cost: the first training step in a fresh process with an empty ``NUMBA_CACHE_DIR`` (cold:
-compilation) and in a second fresh process reusing that cache (warm: loading compiled kernels).
+batch 32 of 64 tokens) with a linear classifier on its flattened output, and an LSTM text classifier (batch 64
+sequences of 50 token ids, Embedding(10000, 128) -> LSTM(128, 128) -> last hidden state -> Linear(128, 10)).
+Runs of the two libraries are interleaved so that load
+from other processes hits both alike; each number is the median of ``--repeats`` timed steps after ``--warmup``
+untimed ones. Also measures the numba start-up cost: the first training step in a fresh process with an empty
+``NUMBA_CACHE_DIR`` (cold: compilation) and in a second fresh process reusing that cache (warm: loading
+compiled kernels).
 
 Prints a table, then as its LAST line one JSON object::
 
@@ -21,7 +24,7 @@ Both libraries run with the same OpenMP setting: sparkdl is imported first, so i
 ``OMP_WAIT_POLICY=PASSIVE`` (idle threads sleep, see :mod:`sparkdl.config`) also applies to torch's OpenMP
 pool unless the environment sets the variable.
 
-Usage: ``python bench/kernels.py [--repeats 7] [--threads 1,2] [--models mlp,lenet5,small_cnn] [--quick]``
+Usage: ``python bench/kernels.py [--repeats 7] [--threads 1,2] [--models mlp,lenet5,small_cnn,lstm] [--quick]``
 """
 from __future__ import annotations
 
@@ -35,9 +38,20 @@ import time
 
 import numpy as np
 
-MODELS = ("mlp", "lenet5", "small_cnn", "transformer")
-BATCH = {"mlp": 128, "lenet5": 128, "small_cnn": 64, "transformer": 32}
-INPUT = {"mlp": (784,), "lenet5": (1, 28, 28), "small_cnn": (3, 32, 32), "transformer": (64, 128)}
+MODELS = ("mlp", "lenet5", "small_cnn", "transformer", "lstm")
+BATCH = {"mlp": 128, "lenet5": 128, "small_cnn": 64, "transformer": 32, "lstm": 64}
+INPUT = {"mlp": (784,), "lenet5": (1, 28, 28), "small_cnn": (3, 32, 32), "transformer": (64, 128), "lstm": (50,)}
+VOCAB = 10000  # lstm: token ids in [0, VOCAB)
+
+
+def _torch_last_hidden():
+    """torch side of ``sparkdl.nn.RNNOutput('last')`` for a one-layer LSTM: ``h_n[-1]``."""
+    import torch
+
+    class LastHidden(torch.nn.Module):
+        def forward(self, x):
+            return x[1][0][-1]
+    return LastHidden()
 
 
 # ---------------------------------------------------------------- models (identical layer lists)
@@ -60,12 +74,18 @@ def _layers(lib, name):
     if name == "transformer":
         return [m.TransformerEncoderLayer(128, 4, dim_feedforward=2048, dropout=0.1, batch_first=True), m.Flatten(),
                 m.Linear(64 * 128, 10)]
+    if name == "lstm":
+        last = _torch_last_hidden() if lib == "torch" else m.RNNOutput("last")
+        return [m.Embedding(VOCAB, 128), m.LSTM(128, 128, batch_first=True), last, m.Linear(128, 10)]
     raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
 
 
 def _data(name, seed=0):
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal((BATCH[name],) + INPUT[name]).astype(np.float32)
+    if name == "lstm":
+        x = rng.integers(0, VOCAB, (BATCH[name],) + INPUT[name]).astype(np.int64)
+    else:
+        x = rng.standard_normal((BATCH[name],) + INPUT[name]).astype(np.float32)
     return x, rng.integers(0, 10, BATCH[name]).astype(np.int64)
 
 

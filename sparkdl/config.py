@@ -20,7 +20,10 @@ daemon forks its workers). Unless ``NUMBA_THREADING_LAYER`` is set, this module 
 :func:`threading_layer` and :func:`serializes_parallel_kernels` report the choice.
 
 Threads: :func:`set_num_threads` sets the numba thread pool *and* the BLAS thread pool (OpenBLAS, MKL,
-...) together, so a Spark task that owns ``spark.task.cpus`` cores never oversubscribes the machine.
+...) together, so a Spark task that owns ``spark.task.cpus`` cores never oversubscribes the machine. There
+are two BLAS libraries in a process: numpy's, and SciPy's, which numba calls for ``np.dot`` inside kernels
+(the recurrent layers). ``threadpoolctl`` only limits libraries already loaded, so this module loads SciPy's
+BLAS up front; unlimited, its idle threads spun and cost 12x the CPU time of the product itself.
 
 Idle threads must sleep: numba's OpenMP threading layer and OpenBLAS both spin-wait by default, and when
 a numba kernel and a BLAS call alternate (every layer does) the two pools fight for the cores — measured
@@ -61,6 +64,7 @@ if "NUMBA_THREADING_LAYER" not in os.environ:  # the user's choice is kept
     os.environ["NUMBA_THREADING_LAYER"] = "tbb" if sys.platform == "linux" and _tbb_usable() else "workqueue"
 
 import numba  # noqa: E402
+import scipy.linalg.cython_blas  # noqa: E402,F401  numba's np.dot BLAS, loaded so that its threads are limited
 from numba.core import caching  # noqa: E402
 from numba.core.registry import CPUDispatcher  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402

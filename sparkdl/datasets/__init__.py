@@ -4,6 +4,8 @@
   (N, 28, 28) and (N,), see :mod:`sparkdl.datasets.mnist`.
 - :func:`fetch_census_income` -> a pandas DataFrame of UCI Census-Income (KDD), see
   :mod:`sparkdl.datasets.census`.
+- :func:`fetch_rotten_tomatoes` -> a pandas DataFrame of 12,808 labelled movie-review snippets (text
+  classification), see :mod:`sparkdl.datasets.rotten_tomatoes`.
 - :func:`read_idx` -> one IDX file (raw or gzip) as a numpy array, see :mod:`sparkdl.datasets.idx`.
 - :func:`get_data_home` -> the cache directory (``~/.cache/sparkdl/datasets`` by default on Linux).
 
@@ -16,6 +18,7 @@ from sparkdl.datasets.census import fetch_census_income
 from sparkdl.datasets.fetch import ChecksumError, DatasetNotFoundError, get_data_home
 from sparkdl.datasets.idx import IDXFormatError, read_idx
 from sparkdl.datasets.mnist import FASHION_MNIST_CLASSES, fetch_fashion_mnist, fetch_mnist
+from sparkdl.datasets.rotten_tomatoes import fetch_rotten_tomatoes
 
-__all__ = ["fetch_mnist", "fetch_fashion_mnist", "fetch_census_income", "read_idx", "get_data_home",
-           "DatasetNotFoundError", "ChecksumError", "IDXFormatError", "FASHION_MNIST_CLASSES"]
+__all__ = ["fetch_mnist", "fetch_fashion_mnist", "fetch_census_income", "fetch_rotten_tomatoes", "read_idx",
+           "get_data_home", "DatasetNotFoundError", "ChecksumError", "IDXFormatError", "FASHION_MNIST_CLASSES"]

@@ -13,6 +13,8 @@ kind          Spark type                                        one row becomes
 ``scalar``    one or more numeric columns (``featuresCols``)     ``(number of columns,)``
 ``image``     Spark's image struct (``spark.read.format("image")``)  ``(nChannels, height, width)``, values
                                                                 0-255, channels in the stored (BGR) order
+``tokens``    ``array<int|long>`` of any length, for a network   ``(T,)`` ids padded/truncated to T (see
+              that starts with ``SequenceLengths``              :mod:`sparkdl.ml.tokens`)
 ============  ================================================  ==========================================
 
 A VectorUDT arrives in Arrow as its SQL struct ``<type: int8, size: int32, indices: list<int32>,
@@ -39,19 +41,25 @@ class FeatureSpec:
 
     Attributes
     ----------
-    kind : {'vector', 'array', 'scalar', 'image'}
+    kind : {'vector', 'array', 'scalar', 'image', 'tokens'}
     columns : tuple of str
         One column, or the ``featuresCols`` for kind ``'scalar'``.
     input_shape : tuple of int
         Per-row shape as read: ``(size,)``, or ``(C, H, W)`` for images.
     sample_shape : tuple of int
         Per-row shape the network receives (``featureShape``; same number of elements).
+    padding_value, vocab_size, per_batch
+        Kind ``'tokens'`` only: the filler of padded positions, the number of valid ids (None: unchecked) and
+        whether each batch is padded to its own longest row (at most ``input_shape[0]``).
     """
 
     kind: str
     columns: tuple
     input_shape: tuple
     sample_shape: tuple
+    padding_value: int = -1
+    vocab_size: int | None = None
+    per_batch: bool = False
 
     @property
     def size(self) -> int:
@@ -173,6 +181,10 @@ def decode_features(spec: FeatureSpec, arrays) -> tuple[np.ndarray, np.ndarray]:
         x, ok = _scalars(arrays, spec.size)
     elif spec.kind == "image":
         x, ok = _images(arrays[0], spec.input_shape)
+    elif spec.kind == "tokens":
+        from sparkdl.ml.tokens import decode_tokens
+        x, ok = decode_tokens(arrays[0], spec.size, spec.padding_value, spec.vocab_size, spec.per_batch)
+        return x, ok
     else:
         raise ValueError(f"unknown feature kind {spec.kind!r}")
     finite = np.isfinite(x).all(axis=1)

@@ -12,8 +12,9 @@ from pyspark.ml.param.shared import HasFeaturesCol, HasLabelCol, HasPredictionCo
 from sparkdl.ml import validation as V
 from sparkdl.ml.data import LabelSpec
 from sparkdl.ml.params import (HasBatchSize, HasCheckpointDir, HasFeatureShape, HasFeaturesCols, HasHandleInvalid,
-                               HasInferenceBatchSize, HasLearningRate, HasLoss, HasMaxEpoch, HasNetwork,
+                               HasInferenceBatchSize, HasLearningRate, HasLoss, HasMaxEpoch, HasMaxLength, HasNetwork,
                                HasNumPartitions, HasOptimizer, HasSeed, HasValidationData)
+from sparkdl.ml.tokens import token_input, token_kind
 
 __all__ = ["DLParams", "DLEstimatorParams", "EstimatorSetters", "TaskSetup", "probe_network"]
 
@@ -32,7 +33,7 @@ class TaskSetup:
 
 
 class DLParams(HasFeaturesCol, HasFeaturesCols, HasFeatureShape, HasPredictionCol, HasHandleInvalid,
-               HasInferenceBatchSize):
+               HasInferenceBatchSize, HasMaxLength):
     """Params shared by the estimators and their models."""
 
     def __init__(self, *args):
@@ -63,12 +64,20 @@ class DLParams(HasFeaturesCol, HasFeaturesCols, HasFeatureShape, HasPredictionCo
         """Sets the value of :py:attr:`inferenceBatchSize`."""
         return self._set(inferenceBatchSize=value)
 
+    def setMaxLength(self, value: int):
+        """Sets the value of :py:attr:`maxLength`."""
+        return self._set(maxLength=value)
+
     def _value(self, param):
         """The Param's value, or None when it is undefined or set to None."""
         return self.getOrDefault(param) if self.isDefined(param) else None
 
-    def _feature_columns(self, schema, stage):
-        return V.feature_kind(schema, stage, self.getFeaturesCol(), self._value(self.featuresCols))
+    def _feature_columns(self, schema, stage, network=None):
+        """(kind, columns); kind ``'tokens'`` when ``network`` reads token ids (see :mod:`sparkdl.ml.tokens`)."""
+        kind, cols = V.feature_kind(schema, stage, self.getFeaturesCol(), self._value(self.featuresCols))
+        if token_input(network) is not None:
+            kind = token_kind(schema, stage, kind, cols)
+        return kind, cols
 
 
 class DLEstimatorParams(DLParams, HasLabelCol, HasNetwork, HasLoss, HasOptimizer, HasLearningRate, HasBatchSize,

@@ -95,7 +95,9 @@ class DLClassifier(DLEstimatorBase, _ClassifierParams):
     network : sparkdl.nn.Module
         Per-row input ``featureShape`` -> C class scores. Required.
     featuresCol : str, default "features"
-        Vector, array<float|double>, numeric, or Spark image struct column.
+        Vector, array<float|double>, numeric, or Spark image struct column; for a network that starts with
+        ``sparkdl.nn.SequenceLengths``, an array<int|long> column of token ids of any length
+        (see :mod:`sparkdl.ml.tokens`).
     featuresCols : list of str, optional
         Numeric columns used as the features instead of ``featuresCol``.
     labelCol : str, default "label"
@@ -111,6 +113,8 @@ class DLClassifier(DLEstimatorBase, _ClassifierParams):
         Held-out rows evaluated after every epoch (Top1Accuracy and Loss, in ``model.summary``).
     checkpointDir : str, optional
     handleInvalid : {'error', 'skip', 'keep'}, default 'error'
+    maxLength : int, optional
+        Token-id sequences: pad or truncate rows to this many tokens (default: the longest training row).
     predictionCol, probabilityCol, rawPredictionCol : str
     inferenceBatchSize : int, default 1024
 
@@ -118,8 +122,9 @@ class DLClassifier(DLEstimatorBase, _ClassifierParams):
     ------
     ValueError, TypeError
         From ``fit``, before training: a missing column, an unsupported column type, or (with
-        ``handleInvalid='error'``) null/NaN features, rows of the wrong length, and null, non-integer or
-        out-of-range labels -- naming the column, the number of such rows and an example row.
+        ``handleInvalid='error'``) null/NaN features, rows of the wrong length, negative token ids or ids >= the
+        network's vocabulary size, and null, non-integer or out-of-range labels -- naming the column, the
+        number of such rows and an example row.
 
     Examples
     --------
@@ -136,8 +141,8 @@ class DLClassifier(DLEstimatorBase, _ClassifierParams):
     def __init__(self, *, network=None, featuresCol="features", featuresCols=None, labelCol="label",
                  featureShape=None, loss=None, optimizer=None, learningRate=1e-3, batchSize=64, maxEpoch=10, seed=0,
                  numPartitions=None, validationIndicatorCol=None, validationData=None, checkpointDir=None,
-                 handleInvalid="error", predictionCol="prediction", probabilityCol="probability",
-                 rawPredictionCol="rawPrediction", inferenceBatchSize=1024):
+                 handleInvalid="error", maxLength=None, predictionCol="prediction",
+                 probabilityCol="probability", rawPredictionCol="rawPrediction", inferenceBatchSize=1024):
         super().__init__()
         kwargs = self._input_kwargs
         self.setParams(**kwargs)
@@ -146,8 +151,8 @@ class DLClassifier(DLEstimatorBase, _ClassifierParams):
     def setParams(self, *, network=None, featuresCol="features", featuresCols=None, labelCol="label",
                   featureShape=None, loss=None, optimizer=None, learningRate=1e-3, batchSize=64, maxEpoch=10, seed=0,
                   numPartitions=None, validationIndicatorCol=None, validationData=None, checkpointDir=None,
-                  handleInvalid="error", predictionCol="prediction", probabilityCol="probability",
-                  rawPredictionCol="rawPrediction", inferenceBatchSize=1024):
+                  handleInvalid="error", maxLength=None, predictionCol="prediction",
+                  probabilityCol="probability", rawPredictionCol="rawPrediction", inferenceBatchSize=1024):
         """Sets params for this DLClassifier (keyword arguments only; None leaves a Param unset)."""
         kwargs = self._input_kwargs
         return self._set(**{k: v for k, v in kwargs.items() if v is not None})

@@ -56,7 +56,7 @@ class DLEstimator(DLEstimatorBase):
     ----------
     network : sparkdl.nn.Module
         Per-row input ``featureShape`` -> K outputs. Required.
-    featuresCol, featuresCols, featureShape
+    featuresCol, featuresCols, featureShape, maxLength
         As :class:`~sparkdl.ml.DLClassifier`.
     labelCol : str, default "label"
         Numeric (K = 1), or Vector / array with K values per row.
@@ -80,7 +80,8 @@ class DLEstimator(DLEstimatorBase):
     def __init__(self, *, network=None, featuresCol="features", featuresCols=None, labelCol="label",
                  featureShape=None, loss=None, optimizer=None, learningRate=1e-3, batchSize=64, maxEpoch=10, seed=0,
                  numPartitions=None, validationIndicatorCol=None, validationData=None, checkpointDir=None,
-                 handleInvalid="error", predictionCol="prediction", inferenceBatchSize=1024):
+                 handleInvalid="error", maxLength=None, predictionCol="prediction",
+                 inferenceBatchSize=1024):
         super().__init__()
         kwargs = self._input_kwargs
         self.setParams(**kwargs)
@@ -89,7 +90,8 @@ class DLEstimator(DLEstimatorBase):
     def setParams(self, *, network=None, featuresCol="features", featuresCols=None, labelCol="label",
                   featureShape=None, loss=None, optimizer=None, learningRate=1e-3, batchSize=64, maxEpoch=10, seed=0,
                   numPartitions=None, validationIndicatorCol=None, validationData=None, checkpointDir=None,
-                  handleInvalid="error", predictionCol="prediction", inferenceBatchSize=1024):
+                  handleInvalid="error", maxLength=None, predictionCol="prediction",
+                  inferenceBatchSize=1024):
         """Sets params for this DLEstimator (keyword arguments only; None leaves a Param unset)."""
         kwargs = self._input_kwargs
         return self._set(**{k: v for k, v in kwargs.items() if v is not None})

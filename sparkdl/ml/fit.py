@@ -29,6 +29,7 @@ from sparkdl.ml.arrow import FeatureSpec
 from sparkdl.ml.base import DLEstimatorParams, EstimatorSetters, probe_network
 from sparkdl.ml.data import repartition, to_blocks
 from sparkdl.ml.persistence import DLReadable, DLWritable
+from sparkdl.ml.tokens import token_input
 
 __all__ = ["DLEstimatorBase"]
 
@@ -82,7 +83,8 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
             raise ValueError(f"{stage}: the network Param is not set; pass network=<sparkdl.nn.Module>, e.g. "
                              "sparkdl.models.mlp(in_features=..., hidden=(64,), num_classes=2)")
         net = self.getNetwork().copy()
-        kind, cols = self._feature_columns(dataset.schema, stage)
+        kind, cols = self._feature_columns(dataset.schema, stage, net)
+        tokens = token_input(net)  # (padding value, vocabulary size) of a token-id network
         lname = self.getLabelCol()
         lfield = V.field(dataset.schema, stage, "labelCol", lname)
         lkind = V.column_kind(lfield.dataType)
@@ -93,8 +95,9 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
 
         check_executor_environment(dataset.sparkSession.sparkContext)  # the first job; once per application
         # One aggregation job per DataFrame: counts of bad rows (raised at once in error mode) + shape statistics.
-        stats = [self._phase1(df, name, kind, cols, lkind, lname, fshape, stage) for name, df in frames]
-        spec = self._feature_spec(kind, cols, fshape, stats, stage)
+        stats = [self._phase1(df, name, kind, cols, lkind, lname, fshape, stage, tokens[1] if tokens else None)
+                 for name, df in frames]
+        spec = self._feature_spec(kind, cols, fshape, stats, stage, tokens)
         out_shape = probe_network(net, spec.sample_shape, stage,
                                   "featureShape" if fshape else f"the rows of {list(cols)}")
         task = self._task_setup(out_shape, lkind, self._label_size(lkind, stats), stage)
@@ -145,7 +148,7 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
             if ind:
                 raise ValueError(f"{stage}: set either validationIndicatorCol or validationData, not both")
             vdf = self.getValidationData()
-            vkind, _ = self._feature_columns(vdf.schema, where)
+            vkind, _ = self._feature_columns(vdf.schema, where, self.getNetwork())
             lf = V.field(vdf.schema, where, "labelCol", self.getLabelCol())
             if vkind != kind or V.column_kind(lf.dataType) != lkind:
                 raise TypeError(f"{where}: the feature/label columns have types {vkind}/{V.column_kind(lf.dataType)} "
@@ -153,17 +156,17 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
             frames.append(("validationData", vdf))
         return frames
 
-    def _phase1(self, df, name, kind, cols, lkind, lname, fshape, stage) -> dict:
+    def _phase1(self, df, name, kind, cols, lkind, lname, fshape, stage, vocab_size=None) -> dict:
         schema = df.schema
         size = math.prod(fshape) if fshape and kind in ("vector", "array") else None
-        checks = V.feature_checks(kind, cols, schema, size) + \
+        checks = V.feature_checks(kind, cols, schema, size, vocab_size=vocab_size) + \
             V.label_checks(lkind, lname, schema, self._classification)
         ind = self._value(self.validationIndicatorCol)
         if ind:
             checks.append(V.Check(ind, "null values", F.col(V.quote(ind)).isNull()))
         aggs = []
         c0 = F.col(V.quote(cols[0]))
-        if kind in ("vector", "array"):
+        if kind in ("vector", "array", "tokens"):
             s = F.when(c0.isNotNull(), F.size(V.values(kind, c0)))
             aggs += [F.min(s), F.max(s)]
         elif kind == "image":
@@ -184,8 +187,13 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
         return {"name": name, "where": where, "df": df, "checks": checks, "counts": counts, "total": total,
                 "stats": extra}
 
-    def _feature_spec(self, kind, cols, fshape, stats, stage) -> FeatureSpec:
+    def _feature_spec(self, kind, cols, fshape, stats, stage, tokens=None) -> FeatureSpec:
         st = stats[0]["stats"]
+        if kind == "tokens":
+            if fshape:
+                raise ValueError(f"{stage}: featureShape does not apply to token-id sequences; set maxLength instead")
+            t = self._value(self.maxLength) or max(int(st[1] or 0), 1)
+            return FeatureSpec(kind, tuple(cols), (t,), (t,), tokens[0], tokens[1])
         if kind == "scalar":
             input_shape = (len(cols),)
         elif kind == "image":
@@ -233,7 +241,7 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
             return df
         fchecks = V.feature_checks(spec.kind, spec.columns, df.schema,
                                    spec.size if spec.kind in ("vector", "array") else None,
-                                   spec.input_shape if spec.kind == "image" else None)
+                                   spec.input_shape if spec.kind == "image" else None, spec.vocab_size)
         bad = F.lit(False)
         for c in st["checks"] + fchecks + task.label_checks:
             bad = bad | c.predicate

@@ -15,6 +15,7 @@ from sparkdl.ml.arrow import FeatureSpec
 from sparkdl.ml.base import DLParams
 from sparkdl.ml.persistence import DLReadable, DLWritable
 from sparkdl.ml.predict import predict_column
+from sparkdl.ml.tokens import token_input
 
 __all__ = ["DLModelBase"]
 
@@ -99,9 +100,15 @@ class DLModelBase(Model, DLParams, DLWritable, DLReadable):
     def _spec(self, schema, stage) -> FeatureSpec:
         if self._network is None:
             raise ValueError(f"{stage}: this model has no network")
+        kind, cols = self._feature_columns(schema, stage, self._network)
+        if kind == "tokens":  # padded to maxLength, else each batch to its longest row (at most featureShape)
+            pad, vocab = token_input(self._network)
+            t = self._value(self.maxLength) or (self._value(self.featureShape) or [None])[0]
+            if t is None:
+                raise ValueError(f"{stage}: set maxLength (tokens per row) for this token-id network")
+            return FeatureSpec(kind, cols, (t,), (t,), pad, vocab, per_batch=not self._value(self.maxLength))
         if not self._value(self.featureShape):
             raise ValueError(f"{stage}: featureShape (the network's per-row input shape) is not set")
-        kind, cols = self._feature_columns(schema, stage)
         sample = tuple(self.getFeatureShape())
         if kind == "image":
             shape = self._image_shape or (sample if len(sample) == 3 else None)
@@ -139,7 +146,7 @@ class DLModelBase(Model, DLParams, DLWritable, DLReadable):
             bad = F.lit(False)
             for c in V.feature_checks(spec.kind, spec.columns, schema,
                                       spec.size if spec.kind in ("vector", "array") else None,
-                                      spec.input_shape if spec.kind == "image" else None):
+                                      spec.input_shape if spec.kind == "image" else None, spec.vocab_size):
                 bad = bad | c.predicate
             df = df.filter(~bad)
         rtype = StructType([StructField(f, t) for _, f, t in fields])

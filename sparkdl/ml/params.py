@@ -14,7 +14,7 @@ from pyspark.ml.param import Param, Params, TypeConverters
 
 __all__ = ["HasNetwork", "HasLoss", "HasOptimizer", "HasLearningRate", "HasBatchSize", "HasMaxEpoch", "HasSeed",
            "HasFeatureShape", "HasFeaturesCols", "HasNumPartitions", "HasCheckpointDir", "HasHandleInvalid",
-           "HasInferenceBatchSize", "HasValidationData", "HANDLE_INVALID_OPTIONS", "OBJECT_PARAMS"]
+           "HasInferenceBatchSize", "HasValidationData", "HasMaxLength", "HANDLE_INVALID_OPTIONS", "OBJECT_PARAMS"]
 
 HANDLE_INVALID_OPTIONS = ("error", "skip", "keep")
 
@@ -285,6 +285,27 @@ class HasFeaturesCols(Params):
     def getFeaturesCols(self) -> List[str]:
         """Gets the value of featuresCols or its default value."""
         return self.getOrDefault(self.featuresCols)
+
+
+class HasMaxLength(Params):
+    """Mixin for param maxLength: token-id sequences (a network starting with SequenceLengths): rows are padded or
+    truncated to this many tokens (default: the longest training row; transform pads each batch to its longest row).
+    """
+
+    maxLength: "Param[int]" = Param(
+        Params._dummy(),
+        "maxLength",
+        "token-id sequences (a network starting with SequenceLengths): rows are padded or truncated to this many "
+        "tokens (default: the longest training row; transform pads each batch to its longest row).",
+        typeConverter=_positive_int("maxLength"),
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def getMaxLength(self) -> int:
+        """Gets the value of maxLength or its default value."""
+        return self.getOrDefault(self.maxLength)
 
 
 class HasNumPartitions(Params):

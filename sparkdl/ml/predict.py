@@ -21,6 +21,8 @@ def _invalid_row_message(stage, spec: FeatureSpec, arrays, row: int) -> str:
     r = r if len(r) <= 300 else r[:296] + "...}"
     need = (f"{spec.input_shape[0]}x{spec.input_shape[1]}x{spec.input_shape[2]} (CxHxW) 8-bit images"
             if spec.kind == "image" else f"{spec.size} finite values per row")
+    if spec.kind == "tokens":
+        need = f"token ids in [0, {spec.vocab_size})" if spec.vocab_size else "token ids >= 0"
     return (f"{stage}: invalid features in column(s) {list(spec.columns)}: null, NaN/infinite, or not {need}; "
             f"row {r}. Set handleInvalid='skip' to drop such rows or 'keep' to output NaN for them.")
 

@@ -10,7 +10,7 @@ import logging
 from pyspark.ml.functions import vector_to_array
 from pyspark.ml.linalg import VectorUDT
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DecimalType, DoubleType, FloatType, NumericType, StructType
+from pyspark.sql.types import ArrayType, DecimalType, DoubleType, FloatType, LongType, NumericType, StructType
 
 from sparkdl.ml.arrow import IMAGE_MODES
 
@@ -79,6 +79,8 @@ def feature_exprs(kind: str, cols, schema) -> list:
             col = col.cast(DoubleType())
         elif kind == "array" and not isinstance(dtype.elementType, (FloatType, DoubleType)):
             col = col.cast(ArrayType(DoubleType()))
+        elif kind == "tokens":
+            col = col.cast(ArrayType(LongType()))
         out.append(col.alias(c))
     return out
 
@@ -111,12 +113,16 @@ def _non_finite(x):
     return F.isnan(x) | (F.abs(x) == F.lit(_INF))
 
 
-def feature_checks(kind: str, cols, schema, size: int | None, image_shape=None) -> list[Check]:
+def feature_checks(kind: str, cols, schema, size: int | None, image_shape=None, vocab_size=None) -> list[Check]:
     """Checks of the feature column(s). ``size``: required number of values per row (None: not checked);
-    ``image_shape``: required ``(C, H, W)`` of images."""
+    ``image_shape``: required ``(C, H, W)`` of images; ``vocab_size``: bound of token ids (kind 'tokens')."""
     checks = []
     for c in cols:
         col = F.col(quote(c))
+        if kind == "tokens":
+            from sparkdl.ml.tokens import token_checks
+            checks += token_checks(c, col, vocab_size)
+            continue
         floating = kind != "image"
         if kind == "array":
             floating = isinstance(schema[c].dataType.elementType, (FloatType, DoubleType, DecimalType))

@@ -10,6 +10,7 @@ from sparkdl.nn.containers import Concat, Residual, Sequential
 from sparkdl.nn.dropout import Dropout
 from sparkdl.nn.graph import Graph
 from sparkdl.nn.layer_norm import GroupNorm, LayerNorm
+from sparkdl.nn.embedding import Embedding, EmbeddingBag
 from sparkdl.nn.layout import Layout
 from sparkdl.nn.linear import Linear
 from sparkdl.nn.loss import (BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, Loss, MSELoss, NLLLoss,
@@ -18,6 +19,8 @@ from sparkdl.nn.merge import Add, Concatenate
 from sparkdl.nn.module import Module
 from sparkdl.nn.normalization import BatchNorm1d, BatchNorm2d
 from sparkdl.nn.pooling import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
+from sparkdl.nn.recurrent import GRU, LSTM, RNN
+from sparkdl.nn.sequence import PaddedSequence, RNNOutput, SequenceLengths
 from sparkdl.nn.shape import Flatten, Identity, Reshape
 from sparkdl.nn.transformer import TransformerEncoderLayer
 from sparkdl.nn.upsample import Upsample
@@ -27,4 +30,5 @@ __all__ = ["init", "Module", "Layout", "Linear", "ReLU", "Sequential", "Residual
            "Sigmoid", "Softmax", "LogSoftmax", "BatchNorm1d", "BatchNorm2d", "Dropout", "Flatten", "Reshape", "Identity",
            "SiLU", "Softplus", "PReLU", "LayerNorm", "GroupNorm", "Conv1d", "MaxPool1d", "AvgPool1d",
            "ConvTranspose2d", "Upsample", "MultiheadAttention", "TransformerEncoderLayer",
+           "Embedding", "EmbeddingBag", "RNN", "LSTM", "GRU", "PaddedSequence", "SequenceLengths", "RNNOutput",
            "Loss", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "BCEWithLogitsLoss"]

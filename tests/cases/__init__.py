@@ -23,6 +23,9 @@ class LayerCase:
     training    -> run in training mode
     positive    -> draw inputs from U(0.5, 2) instead of N(0, 1) (e.g. for sqrt/log domains)
     gradcheck   -> run the float64 finite-difference check
+    inputs      -> ``inputs(rng, dtype)`` builds the input instead of N(0, 1) / U(0.5, 2) (e.g. token ids)
+    integer_input -> the input is indices: no input gradient is checked (``backward`` returns None)
+    bad_dtype   -> the input is cast to this dtype for the wrong-dtype test (default int64)
     """
 
     id: str
@@ -35,6 +38,9 @@ class LayerCase:
     gradcheck: bool = True
     rtol: float = 1e-5
     atol: float = 1e-6
+    inputs: Callable | None = None
+    integer_input: bool = False
+    bad_dtype: str = "int64"
     extra: dict = field(default_factory=dict)
 
 
