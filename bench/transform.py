@@ -110,7 +110,6 @@ def _torch_udf(net, shape, batch: int):
 def bench_master(args) -> dict:
     """One master's measurements (run in a process of its own)."""
     from pyspark.ml.functions import array_to_vector
-    from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, FloatType, LongType, StructField, StructType
 
     from sparkdl.config import set_num_threads
@@ -188,7 +187,8 @@ def _plots(runs: list, out_dir: str) -> list:
                        "sparkdl transform (array<float>)": "transform_array_rows_per_s",
                        "predict_batch_udf + PyTorch": "torch_predict_batch_udf_rows_per_s",
                        "raw forward (1 process)": "raw_rows_per_s"} if metric == "rows_per_s" else
-                      {"sparkdl transform (Vector)": "init_vector_s", "sparkdl transform (array<float>)": "init_array_s"})
+                      {"sparkdl transform (Vector)": "init_vector_s",
+                       "sparkdl transform (array<float>)": "init_array_s"})
             pos = np.arange(len(runs))
             width = 0.8 / len(series)
             for k, (label, key) in enumerate(series.items()):

@@ -16,6 +16,7 @@ from sparkdl.ml.arrow import FeatureSpec, decode_features, dense_vectors, double
 
 __all__ = ["predict_column", "predict_batches", "predict_arrays", "invalid_row_message"]
 
+
 def invalid_row_message(stage, spec: FeatureSpec, row: str) -> str:
     """The error for an invalid feature row (``row`` describes it; the JVM bridge fills in ``{row}``)."""
     need = (f"{spec.input_shape[0]}x{spec.input_shape[1]}x{spec.input_shape[2]} (CxHxW) 8-bit images"
