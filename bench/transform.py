@@ -1,32 +1,38 @@
-"""Benchmark of ``DLClassificationModel.transform`` against the raw forward pass (issue: Spark ML stages).
+"""Benchmark of distributed inference: sparkdl ``transform`` against the raw forward pass and against Spark's own
+``predict_batch_udf`` serving the same weights in PyTorch, on the same DataFrame and cores, for 1, 2 and 2 separate
+workers.
 
-The same model and the same data in one process:
-  * raw: ``forward_in_batches`` over a float32 array on the driver, with 1 thread and with N threads (N = cores
-    of the ``local[N]`` master); the faster of the two is the baseline;
-  * transform: a cached DataFrame with a Vector ``features`` column (2N partitions) through
-    ``model.transform`` and a ``noop`` write, so every output column (rawPrediction, probability, prediction)
-    is computed and nothing is collected; N tasks of one thread each;
-  * floor: the same DataFrame through an Arrow UDF that only returns zeros -- what Spark itself costs to move
-    the vectors to Python and back (an upper bound for any transform).
-Both use ``inferenceBatchSize`` rows per forward call. The figure is rows/s of transform divided by rows/s of
-the raw forward pass (target >= 0.8). The last line printed is one JSON object.
+For every master (default ``local[1]``, ``local[2]``, ``local-cluster[2,1,2048]``) and model (LeNet-5, the MLP), in
+a process and Spark session of its own (so each starts cold):
+  * raw: ``forward_in_batches`` over a float32 array in one process, with as many threads as the master has cores;
+  * transform (vector / array): a cached DataFrame of MNIST-shaped rows (``features`` a Vector, ``pixels`` an
+    ``array<float>``, 2 partitions per core) through ``DLClassificationModel.transform`` and a ``noop`` write, so
+    every output column (rawPrediction, probability, prediction) is computed and nothing is collected;
+  * torch: ``pyspark.ml.functions.predict_batch_udf`` on ``pixels`` with a PyTorch twin of the network holding the
+    same weights (1 thread per task), also written to ``noop``;
+  * init cost: the first transform of a fresh session (Python workers start, the network is broadcast and loaded,
+    numba kernels load) minus a warm run of the same job.
+Rows/s are the best of ``--repeats`` warm runs. Writes ``transform_throughput.png`` (rows/s vs workers) and
+``transform_init.png`` (one-time initialization cost vs workers) into ``--out-dir``. The last line printed is one
+JSON object. Targets (issue: distributed inference): transform >= 0.8x raw, >= 1.0x torch, local[2] >= 1.7x
+local[1].
 
-    python bench/transform.py                  # LeNet-5 and the MLP on 10,000 MNIST-shaped rows
-    python bench/transform.py --models mlp --rows 20000 --repeats 5
+    python bench/transform.py                    # 20,000 rows, both models, three masters
+    python bench/transform.py --quick            # a small check that everything runs
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
-from typing import Iterator
 
 import numpy as np
-import pyarrow as pa
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 
 
 def _data(rows: int) -> np.ndarray:
@@ -47,93 +53,203 @@ def _model(name: str):
     return models.mlp(in_features=784, hidden=(512, 256), num_classes=10).initialize(0), [784]
 
 
-def _best_rate(fn, rows: int, repeats: int) -> tuple[float, list]:
+def torch_twin(net):
+    """A ``torch.nn.Sequential`` with the layers and weights of the sparkdl ``Sequential`` ``net``."""
+    import torch
+    import torch.nn as tnn
+    from sparkdl import nn
+    layers = []
+    for m in net.children():
+        if isinstance(m, nn.Linear):
+            layers.append(tnn.Linear(m.in_features, m.out_features))
+        elif isinstance(m, nn.Conv2d):
+            layers.append(tnn.Conv2d(m.in_channels, m.out_channels, m.kernel_size, m.stride, m.padding))
+        elif isinstance(m, nn.MaxPool2d):
+            layers.append(tnn.MaxPool2d(m.kernel_size, m.stride))
+        elif isinstance(m, nn.ReLU):
+            layers.append(tnn.ReLU())
+        elif isinstance(m, nn.Flatten):
+            layers.append(tnn.Flatten())
+        else:
+            raise TypeError(f"no torch twin for {type(m).__name__}")
+    twin = tnn.Sequential(*layers)
+    twin.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in net.state_dict().items()})
+    return twin.eval()
+
+
+def _best_rate(fn, rows: int, repeats: int) -> float:
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
-    return rows / min(times), [round(rows / t, 1) for t in times]
+    return rows / min(times)
 
 
-def bench_model(spark, name: str, x: np.ndarray, batch: int, repeats: int, cores: int) -> dict:
-    from pyspark.ml.linalg import Vectors, VectorUDT
-    from pyspark.sql.types import LongType, StructField, StructType
+def _noop(df):
+    df.write.format("noop").mode("overwrite").save()
+
+
+def _torch_udf(net, shape, batch: int):
+    from pyspark.ml.functions import predict_batch_udf
+    from pyspark.sql.types import ArrayType, FloatType
+
+    def make_predict_fn():
+        import torch
+        torch.set_num_threads(1)
+        model = torch_twin(net)
+
+        def predict(inputs: np.ndarray) -> np.ndarray:
+            with torch.no_grad():
+                return model(torch.from_numpy(inputs.reshape(-1, *shape))).numpy()
+        return predict
+    return predict_batch_udf(make_predict_fn, return_type=ArrayType(FloatType()), batch_size=batch,
+                             input_tensor_shapes=[[784]])
+
+
+def bench_master(args) -> dict:
+    """One master's measurements (run in a process of its own)."""
+    from pyspark.ml.functions import array_to_vector
+    from pyspark.sql.types import ArrayType, FloatType, LongType, StructField, StructType
 
     from sparkdl.config import set_num_threads
+    from sparkdl.engine import get_or_create_session
     from sparkdl.engine.inference import forward_in_batches
     from sparkdl.ml import DLClassificationModel
 
-    net, shape = _model(name)
-    rows = len(x)
-    xs = x.reshape(rows, *shape)
-    forward_in_batches(net, xs[:batch], batch)  # compile
-    raw_by_threads = {}
-    for threads in sorted({1, cores}):
-        set_num_threads(threads)
-        raw_by_threads[threads] = _best_rate(lambda: forward_in_batches(net, xs, batch), rows, repeats)[0]
-    set_num_threads(cores)
-    best_threads = max(raw_by_threads, key=raw_by_threads.get)
-    raw = raw_by_threads[best_threads]
+    spark = get_or_create_session(args.child, app_name="sparkdl-bench-transform",
+                                  conf={"spark.ui.enabled": "false", "spark.driver.memory": "4g"})
+    cores = spark.sparkContext.defaultParallelism
+    x = _data(args.rows)
+    schema = StructType([StructField("id", LongType()), StructField("pixels", ArrayType(FloatType()))])
+    chunks = [spark.createDataFrame([(i, r.tolist()) for i, r in enumerate(x[lo:lo + 2000], lo)], schema)
+              for lo in range(0, len(x), 2000)]
+    base = chunks[0]
+    for c in chunks[1:]:
+        base = base.union(c)
+    frames = {"array": base.repartition(2 * cores).cache(),
+              "vector": base.select("id", array_to_vector("pixels").alias("features")).repartition(2 * cores).cache()}
+    for df in frames.values():
+        df.count()
+    results = []
+    for name in args.models:
+        net, shape = _model(name)
+        r = {"model": name}
+        model = DLClassificationModel(net).setFeatureShape(shape).setInferenceBatchSize(args.batch)
+        for kind, col in (("vector", "features"), ("array", "pixels")):
+            job = (lambda m=model.copy().setFeaturesCol(col), df=frames[kind]: _noop(m.transform(df)))
+            t = time.perf_counter()
+            job()  # cold: Python workers, broadcast, kernels
+            cold = time.perf_counter() - t
+            r[f"transform_{kind}_rows_per_s"] = round(_best_rate(job, args.rows, args.repeats), 1)
+            r[f"init_{kind}_s"] = round(max(cold - args.rows / r[f"transform_{kind}_rows_per_s"], 0.0), 3)
+        udf = _torch_udf(net, shape, args.batch)
+        job = (lambda: _noop(frames["array"].withColumn("logits", udf("pixels"))))
+        job()
+        r["torch_predict_batch_udf_rows_per_s"] = round(_best_rate(job, args.rows, args.repeats), 1)
+        xs = x.reshape(len(x), *shape)
+        set_num_threads(cores)
+        forward_in_batches(net, xs[:args.batch], args.batch)
+        r["raw_rows_per_s"] = round(_best_rate(lambda: forward_in_batches(net, xs, args.batch), args.rows,
+                                               args.repeats), 1)
+        r["ratio_vector_vs_raw"] = round(r["transform_vector_rows_per_s"] / r["raw_rows_per_s"], 3)
+        r["ratio_array_vs_raw"] = round(r["transform_array_rows_per_s"] / r["raw_rows_per_s"], 3)
+        r["ratio_array_vs_torch"] = round(r["transform_array_rows_per_s"] / r["torch_predict_batch_udf_rows_per_s"], 3)
+        r["ratio_vector_vs_torch"] = round(r["transform_vector_rows_per_s"] / r["torch_predict_batch_udf_rows_per_s"],
+                                           3)
+        results.append(r)
+    spark.stop()
+    return {"master": args.child, "cores": cores, "results": results}
 
-    schema = StructType([StructField("id", LongType()), StructField("features", VectorUDT())])
-    df = spark.createDataFrame([(i, Vectors.dense(r)) for i, r in enumerate(x.astype(np.float64))], schema)
-    df = df.repartition(2 * cores).cache()
-    df.count()
-    model = DLClassificationModel(net).setFeatureShape(shape).setInferenceBatchSize(batch)
 
-    def run():
-        model.transform(df).write.format("noop").mode("overwrite").save()
-    run()  # warm-up: Python workers, numba compilation in the workers, the broadcast
-    spark_rate, spark_all = _best_rate(run, rows, repeats)
-    floor = _floor_rate(df, rows, repeats)
-    df.unpersist()
-    return {"model": name, "rows": rows, "inference_batch_size": batch, "raw_rows_per_s": round(raw, 1),
-            "raw_threads": best_threads, "raw_rows_per_s_by_threads": {str(k): round(v, 1) for k, v in
-                                                                       raw_by_threads.items()},
-            "transform_rows_per_s": round(spark_rate, 1), "ratio": round(spark_rate / raw, 3),
-            "spark_floor_rows_per_s": round(floor, 1), "transform_runs": spark_all}
+def _workers(master: str) -> int:
+    import re
+    m = re.match(r"local-cluster\[(\d+),(\d+)", master)
+    if m:
+        return int(m.group(1)) * int(m.group(2))
+    m = re.match(r"local\[(\d+)", master)
+    return int(m.group(1)) if m else 1
 
 
-def _zeros(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
-    for a in batches:
-        yield pa.array(np.zeros(len(a)))
-
-
-def _floor_rate(df, rows: int, repeats: int) -> float:
-    """rows/s of an Arrow UDF that ignores its Vector input: Spark's own cost of the data path."""
-    from pyspark.sql.functions import arrow_udf
-    udf = arrow_udf(_zeros, "double")
-
-    def run():
-        df.withColumn("zero", udf("features")).write.format("noop").mode("overwrite").save()
-    run()
-    return _best_rate(run, rows, repeats)[0]
+def _plots(runs: list, out_dir: str) -> list:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    paths = []
+    models = [r["model"] for r in runs[0]["results"]]
+    labels = [f"{run['master']}" for run in runs]
+    for metric, ylabel, fname in (("rows_per_s", "rows/s", "transform_throughput.png"),
+                                  ("init", "one-time initialization (s)", "transform_init.png")):
+        fig, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models), 4), squeeze=False)
+        for ax, name in zip(axes[0], models):
+            rows = [next(r for r in run["results"] if r["model"] == name) for run in runs]
+            series = ({"sparkdl transform (Vector)": "transform_vector_rows_per_s",
+                       "sparkdl transform (array<float>)": "transform_array_rows_per_s",
+                       "predict_batch_udf + PyTorch": "torch_predict_batch_udf_rows_per_s",
+                       "raw forward (1 process)": "raw_rows_per_s"} if metric == "rows_per_s" else
+                      {"sparkdl transform (Vector)": "init_vector_s",
+                       "sparkdl transform (array<float>)": "init_array_s"})
+            pos = np.arange(len(runs))
+            width = 0.8 / len(series)
+            for k, (label, key) in enumerate(series.items()):
+                ax.bar(pos + k * width, [r[key] for r in rows], width, label=label)
+            ax.set_xticks(pos + width * (len(series) - 1) / 2)
+            ax.set_xticklabels([f"{lab}\n{_workers(lab)} worker(s)" for lab in labels], fontsize=8)
+            ax.set_title(name)
+            ax.set_ylabel(ylabel)
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = os.path.join(out_dir, fname)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=["lenet5", "mlp"], choices=["lenet5", "mlp"])
-    parser.add_argument("--rows", type=int, default=10000)
-    parser.add_argument("--batch", type=int, default=1024, help="inferenceBatchSize (rows per forward call)")
+    parser.add_argument("--rows", type=int, default=20000)
+    parser.add_argument("--batch", type=int, default=1024, help="inferenceBatchSize / predict_batch_udf batch_size")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--masters", nargs="+", default=["local[1]", "local[2]", "local-cluster[2,1,2048]"])
+    parser.add_argument("--out-dir", default=os.path.dirname(os.path.abspath(__file__)))
+    parser.add_argument("--quick", action="store_true", help="2,000 rows, one warm run each: checks that it runs")
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # internal: measure this master in this process
     args = parser.parse_args(argv)
-
-    from sparkdl.engine import get_or_create_session
-    spark = get_or_create_session(args.master, app_name="sparkdl-bench-transform",
-                                  conf={"spark.ui.enabled": "false", "spark.driver.memory": "4g"})
-    cores = spark.sparkContext.defaultParallelism
-    x = _data(args.rows)
-    results = []
-    for name in args.models:
-        r = bench_model(spark, name, x, args.batch, args.repeats, cores)
-        print(f"{name}: raw forward {r['raw_rows_per_s']:,.0f} rows/s ({r['raw_threads']} thread(s)), transform "
-              f"{r['transform_rows_per_s']:,.0f} rows/s, ratio {r['ratio']:.2f} (target >= 0.8); Spark's floor "
-              f"(Arrow UDF doing nothing) {r['spark_floor_rows_per_s']:,.0f} rows/s", flush=True)
-        results.append(r)
-    print(json.dumps({"benchmark": "transform", "master": args.master, "cores": cores, "results": results,
-                      "target_ratio": 0.8, "meets_target": all(r["ratio"] >= 0.8 for r in results)}))
+    if args.quick:
+        args.rows, args.repeats = 2000, 1
+    if args.child:
+        print(json.dumps(bench_master(args)))
+        return 0
+    runs = []
+    for master in args.masters:
+        run = {"master": master, "results": []}
+        for name in args.models:
+            cmd = [sys.executable, os.path.abspath(__file__), "--child", master, "--rows", str(args.rows), "--batch",
+                   str(args.batch), "--repeats", str(args.repeats), "--models", name]
+            done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT})
+            if done.returncode != 0:
+                sys.stderr.write(done.stderr[-4000:])
+                raise SystemExit(f"bench/transform.py: the {master} {name} run failed")
+            one = json.loads(done.stdout.strip().splitlines()[-1])
+            run["cores"] = one["cores"]
+            run["results"] += one["results"]
+        for r in run["results"]:
+            print(f"{master} {r['model']}: transform {r['transform_vector_rows_per_s']:,.0f} rows/s (Vector), "
+                  f"{r['transform_array_rows_per_s']:,.0f} (array<float>); raw forward {r['raw_rows_per_s']:,.0f}; "
+                  f"predict_batch_udf+torch {r['torch_predict_batch_udf_rows_per_s']:,.0f}; init "
+                  f"{r['init_vector_s']:.2f} s", flush=True)
+        runs.append(run)
+    plots = _plots(runs, args.out_dir)
+    by = {run["master"]: run for run in runs}
+    scaling = {}
+    if "local[1]" in by and "local[2]" in by:
+        for r1, r2 in zip(by["local[1]"]["results"], by["local[2]"]["results"]):
+            scaling[r1["model"]] = round(r2["transform_vector_rows_per_s"] / r1["transform_vector_rows_per_s"], 3)
+    print(json.dumps({"benchmark": "transform", "rows": args.rows, "quick": args.quick, "runs": runs,
+                      "local2_vs_local1": scaling, "plots": plots,
+                      "targets": {"ratio_vs_raw": 0.8, "ratio_vs_torch": 1.0, "local2_vs_local1": 1.7}}))
     return 0
 
 

@@ -10,7 +10,7 @@ import contextlib
 import os
 import weakref
 
-__all__ = ["BridgeMissingError", "BRIDGE_CLASS", "bridge", "jar_path", "count_on_jvm", "empty_view",
+__all__ = ["BridgeMissingError", "BRIDGE_CLASS", "bridge", "jar_path", "float_rows", "count_on_jvm", "empty_view",
            "persistent_rdd_count", "set_jvm_log_level", "TrainingLoop", "jvm_log_level",
            "stop_console_progress_bar", "submitted_conf",
            "start_profiler", "stop_profiler"]
@@ -75,6 +75,29 @@ def bridge(sc):
                                  f"{__version__}: a stale sparkdl-bridge.jar is on its class path. {_how_to_add()}")
     _bridges[sc] = cls
     return cls
+
+
+def float_rows(sc, column, size: int, error: str | None = None):
+    """``column`` (a Vector, dense or sparse, or an array of numbers) as a ``binary`` Column holding each row's
+    ``size`` values as float32, little endian (the bridge's bulk row reader).
+
+    Parameters
+    ----------
+    sc : pyspark.SparkContext
+    column : pyspark.sql.Column
+    size : int
+        Values per row.
+    error : str, optional
+        For invalid rows (null, another number of values, NaN or infinite values): None gives a null row;
+        a message fails the task with it, ``{row}`` replaced by the row's value.
+
+    Raises
+    ------
+    BridgeMissingError
+        See :func:`bridge`.
+    """
+    from pyspark.sql.classic.column import Column
+    return Column(bridge(sc).floatRows(column._jc, int(size), error))
 
 
 def count_on_jvm(rdd) -> int:

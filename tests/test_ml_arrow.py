@@ -119,32 +119,48 @@ def test_labels_and_dense_vector_round_trip():
 def test_classification_outputs_multiclass():
     out = np.array([[1.0, 2.0, 3.0], [1000.0, 0.0, -1000.0], [np.nan, 0.0, 0.0]])
     raw, prob, pred = classification_outputs(out, ["rawPrediction", "probability", "prediction"])
-    raw = np.array(raw.field("values").to_pylist())
-    prob = np.array(prob.field("values").to_pylist())
     lse = np.log(np.exp(1.0) + np.exp(2.0) + np.exp(3.0))
     np.testing.assert_allclose(raw[0], [1 - lse, 2 - lse, 3 - lse])
     np.testing.assert_allclose(prob[:2].sum(axis=1), 1.0)
     np.testing.assert_allclose(prob[1], [1, 0, 0])
-    assert pred.to_pylist()[:2] == [2.0, 0.0] and np.isnan(pred.to_pylist()[2])
+    assert pred.tolist()[:2] == [2.0, 0.0] and np.isnan(pred[2])
     assert np.isnan(prob[2]).all()
 
 
 def test_classification_outputs_one_logit_is_binary():
     raw, prob, pred = classification_outputs(np.array([[-2.0], [0.5], [800.0]]),
                                              ["rawPrediction", "probability", "prediction"])
-    np.testing.assert_allclose(np.array(raw.field("values").to_pylist())[0], [2.0, -2.0])
-    p = np.array(prob.field("values").to_pylist())
+    np.testing.assert_allclose(raw[0], [2.0, -2.0])
+    p = prob
     np.testing.assert_allclose(p[:, 1], 1 / (1 + np.exp(-np.array([-2.0, 0.5, 800.0]))))
     np.testing.assert_allclose(p.sum(axis=1), 1.0)
-    assert pred.to_pylist() == [0.0, 1.0, 1.0]
+    assert pred.tolist() == [0.0, 1.0, 1.0]
     only = classification_outputs(np.array([[1.0, 0.0]]), ["prediction"])
-    assert len(only) == 1 and only[0].to_pylist() == [0.0]
+    assert len(only) == 1 and only[0].tolist() == [0.0]
 
 
 def test_regression_outputs_scalar_or_vector():
-    assert regression_outputs(np.array([[1.5], [2.5]]), ["prediction"])[0].to_pylist() == [1.5, 2.5]
+    assert regression_outputs(np.array([[1.5], [2.5]]), ["prediction"])[0].tolist() == [1.5, 2.5]
     vec = regression_outputs(np.array([[1.0, 2.0]]), ["prediction"])[0]
-    assert vec.field("values").to_pylist() == [[1.0, 2.0]] and vec.field("type").to_pylist() == [1]
+    assert vec.tolist() == [[1.0, 2.0]]
+
+
+def test_packed_rows_are_viewed_without_copy_and_nulls_become_nan():
+    m = np.arange(12, dtype=np.float32).reshape(3, 4) - 5.5
+    rows = [r.astype("<f4").tobytes() for r in m]
+    spec = FeatureSpec("vector", ("f",), (4,), (2, 2), packed=True)
+    x, ok = decode_features(spec, [pa.array(rows, pa.binary())])
+    assert x.shape == (3, 2, 2) and ok.all() and not x.flags.owndata  # a view of the Arrow buffer
+    np.testing.assert_array_equal(x.reshape(3, 4), m)
+    sliced = pa.array([rows[0], None, rows[2], rows[1]], pa.binary()).slice(1, 3)
+    x, ok = decode_features(spec, [sliced])
+    assert ok.tolist() == [False, True, True]
+    assert np.isnan(x[0]).all()
+    np.testing.assert_array_equal(x[1:].reshape(2, 4), m[[2, 1]])
+    x, ok = decode_features(spec, [pa.array([], pa.binary())])
+    assert x.shape == (0, 2, 2) and ok.shape == (0,)
+    with pytest.raises(ValueError, match="16 bytes each"):
+        decode_features(spec, [pa.array([b"\0" * 12], pa.binary())])
 
 
 def test_unknown_kind_rejected():

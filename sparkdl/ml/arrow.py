@@ -20,6 +20,10 @@ kind          Spark type                                        one row becomes
 A VectorUDT arrives in Arrow as its SQL struct ``<type: int8, size: int32, indices: list<int32>,
 values: list<double>>`` (``type`` 1 = dense, 0 = sparse). Rows that are null, have the wrong size, or
 contain NaN/inf are marked invalid (their block rows are NaN); callers decide what that means.
+
+The fast path (``FeatureSpec.packed``, see :mod:`sparkdl.ml.packing`): the JVM bridge has already turned a vector or
+array column into one ``binary`` value per row holding its values as float32 (little endian), null for invalid rows;
+a batch of those is one contiguous buffer, viewed here as an ``(n, size)`` float32 array without per-element work.
 """
 from __future__ import annotations
 
@@ -51,6 +55,8 @@ class FeatureSpec:
     padding_value, vocab_size, per_batch
         Kind ``'tokens'`` only: the filler of padded positions, the number of valid ids (None: unchecked) and
         whether each batch is padded to its own longest row (at most ``input_shape[0]``).
+    packed : bool
+        The (vector or array) column arrives packed by the JVM bridge as float32 bytes per row.
     """
 
     kind: str
@@ -60,6 +66,7 @@ class FeatureSpec:
     padding_value: int = -1
     vocab_size: int | None = None
     per_batch: bool = False
+    packed: bool = False
 
     @property
     def size(self) -> int:
@@ -125,6 +132,24 @@ def _arrays(arr: pa.ListArray, size: int) -> tuple:
     return _from_lists(len(arr), offsets, flat, size, valid)
 
 
+def _packed(arr: pa.Array, size: int) -> tuple:
+    """Rows packed as float32 bytes (``4 * size`` each; null = invalid) viewed as ``(n, size)`` float32."""
+    n = len(arr)
+    ok = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), bool) if arr.null_count else np.ones(n, bool)
+    _, offsets_buf, data = arr.buffers()
+    width = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
+    offsets = np.frombuffer(offsets_buf, width, n + 1, arr.offset * np.dtype(width).itemsize)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    if hi - lo != 4 * size * int(ok.sum()) or (n and not (np.diff(offsets)[ok] == 4 * size).all()):
+        raise ValueError(f"packed feature rows must hold {4 * size} bytes each (float32 x {size})")
+    flat = np.frombuffer(data, np.float32, (hi - lo) // 4, lo) if hi > lo else np.zeros(0, np.float32)
+    if ok.all():
+        return flat.reshape(n, size), ok
+    out = np.full((n, size), np.nan, np.float32)
+    out[ok] = flat.reshape(-1, size)
+    return out, ok
+
+
 def _scalars(arrays, size: int) -> tuple:
     if len(arrays) != size:
         raise ValueError(f"expected {size} feature columns, got {len(arrays)}")
@@ -173,6 +198,9 @@ def decode_features(spec: FeatureSpec, arrays) -> tuple[np.ndarray, np.ndarray]:
         False for null rows, rows of the wrong size/shape and rows with NaN or infinite values.
     """
     arrays = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]
+    if spec.packed:
+        x, ok = _packed(arrays[0], spec.size)  # the bridge has checked sizes and finiteness
+        return x.reshape(len(x), *spec.sample_shape), ok
     if spec.kind == "vector":
         x, ok = _vectors(arrays[0], spec.size)
     elif spec.kind == "array":

@@ -21,7 +21,6 @@ from pyspark.ml.param.shared import HasProbabilityCol, HasRawPredictionCol
 from pyspark.sql.types import DoubleType
 
 from sparkdl.ml import validation as V
-from sparkdl.ml.arrow import dense_vectors, doubles
 from sparkdl.ml.base import TaskSetup, probe_network
 from sparkdl.ml.fit import DLEstimatorBase
 from sparkdl.ml.model import DLModelBase
@@ -31,7 +30,8 @@ __all__ = ["DLClassifier", "DLClassificationModel", "classification_outputs"]
 
 
 def classification_outputs(out: np.ndarray, fields) -> list:
-    """Executor side: ``rawPrediction``/``probability``/``prediction`` arrays from (n, C) network outputs."""
+    """``rawPrediction`` (n, C'), ``probability`` (n, C') and ``prediction`` (n,) float64 arrays from (n, C) network
+    outputs (C' = max(C, 2)), in the order of ``fields`` (only those named)."""
     n, c = out.shape
     if c == 1:
         z = out[:, 0]
@@ -45,9 +45,8 @@ def classification_outputs(out: np.ndarray, fields) -> list:
         prob = np.exp(raw)
         pred = np.argmax(np.where(np.isnan(out), -np.inf, out), axis=1).astype(np.float64) if n else np.zeros(0)
         pred[np.isnan(out).any(axis=1)] = np.nan
-    made = {"rawPrediction": lambda: dense_vectors(raw), "probability": lambda: dense_vectors(prob),
-            "prediction": lambda: doubles(pred)}
-    return [made[f]() for f in fields]
+    made = {"rawPrediction": raw, "probability": prob, "prediction": pred}
+    return [made[f] for f in fields]
 
 
 class _ClassifierParams(HasRawPredictionCol, HasProbabilityCol):
@@ -85,6 +84,14 @@ class DLClassificationModel(DLModelBase, _ClassifierParams):
 
     def _postprocess_fn(self):
         return classification_outputs
+
+    def predictRaw(self, value):
+        """The ``rawPrediction`` (log-probabilities, a DenseVector) of one row, on the driver; see :meth:`predict`."""
+        return self._predict_one(value, "rawPrediction", "predictRaw")
+
+    def predictProbability(self, value):
+        """The class ``probability`` (a DenseVector) of one row, on the driver; see :meth:`predict`."""
+        return self._predict_one(value, "probability", "predictProbability")
 
 
 class DLClassifier(DLEstimatorBase, _ClassifierParams):

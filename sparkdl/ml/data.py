@@ -1,7 +1,8 @@
 """DataFrame -> cached :class:`~sparkdl.engine.DataBlocks` through Arrow, on the executors.
 
-``DataFrame.mapInArrow`` hands each task its rows as Arrow record batches; :mod:`sparkdl.ml.arrow` turns a
-batch into a float32 feature block and a label block, which leave the task as one ``.npy``-encoded row per
+``DataFrame.mapInArrow`` hands each task its rows as Arrow record batches (vector and array features packed into
+float32 bytes per row by the JVM bridge when it is loaded, :mod:`sparkdl.ml.packing`); :mod:`sparkdl.ml.arrow` turns
+a batch into a float32 feature block and a label block, which leave the task as one ``.npy``-encoded row per
 batch (no pickles, no per-row Python objects). :meth:`DataBlocks.from_blocks` then concatenates the blocks of
 each partition and caches them. Nothing is collected to the driver.
 """
@@ -15,6 +16,7 @@ import pyarrow as pa
 
 from sparkdl.engine.data import DataBlocks
 from sparkdl.ml.arrow import FeatureSpec, decode_features, decode_labels, npy_bytes, npy_load
+from sparkdl.ml.packing import packed_features
 
 __all__ = ["LabelSpec", "to_blocks", "repartition"]
 
@@ -88,5 +90,6 @@ def to_blocks(df, spec: FeatureSpec, feature_cols: list, label: LabelSpec, label
         From :meth:`DataBlocks.from_blocks`, naming partition and row, if a block holds NaN/inf (which the
         SQL checks of :mod:`sparkdl.ml.validation` exclude beforehand).
     """
+    spec, feature_cols = packed_features(df.sparkSession.sparkContext, spec, feature_cols)
     arrow = df.select(*feature_cols, label_col).mapInArrow(partial(_convert, spec, label), "x binary, y binary")
     return DataBlocks.from_blocks(arrow.rdd.map(_decode, preservesPartitioning=True))

@@ -15,7 +15,6 @@ from pyspark.ml.linalg import VectorUDT
 from pyspark.sql.types import DoubleType
 
 from sparkdl.ml import validation as V
-from sparkdl.ml.arrow import dense_vectors, doubles
 from sparkdl.ml.base import TaskSetup, probe_network
 from sparkdl.ml.fit import DLEstimatorBase
 from sparkdl.ml.model import DLModelBase
@@ -25,8 +24,9 @@ __all__ = ["DLEstimator", "DLModel", "regression_outputs"]
 
 
 def regression_outputs(out: np.ndarray, fields) -> list:
-    """Executor side: the ``prediction`` array from (n, K) network outputs (double for K = 1, else Vector)."""
-    return [doubles(out[:, 0]) if out.shape[1] == 1 else dense_vectors(out) for _ in fields]
+    """The ``prediction`` array from (n, K) float64 network outputs: shape (n,) for K = 1 (a double column), else
+    (n, K) (a Vector column)."""
+    return [out[:, 0] if out.shape[1] == 1 else out for _ in fields]
 
 
 class DLModel(DLModelBase):

@@ -1,10 +1,13 @@
 """The models' ``transform``: batched Arrow inference with the network broadcast once per model, every input
-column kept, each row paired with its own prediction (see :mod:`sparkdl.ml.predict` for the executor side)."""
+column kept, each row paired with its own prediction, on batch and streaming DataFrames (see
+:mod:`sparkdl.ml.predict` for the executor side); and the same outputs on the driver for one row (``predict``,
+as PySpark's models) or a numpy batch (``predictBatch``)."""
 from __future__ import annotations
 
 import logging
 import math
 
+import numpy as np
 from pyspark.ml import Model
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
@@ -13,8 +16,9 @@ from sparkdl.engine.environment import check_executor_environment
 from sparkdl.ml import validation as V
 from sparkdl.ml.arrow import FeatureSpec
 from sparkdl.ml.base import DLParams
+from sparkdl.ml.packing import packed_features
 from sparkdl.ml.persistence import DLReadable, DLWritable
-from sparkdl.ml.predict import predict_column
+from sparkdl.ml.predict import invalid_row_message, predict_arrays, predict_column
 from sparkdl.ml.tokens import token_input
 
 __all__ = ["DLModelBase"]
@@ -93,10 +97,82 @@ class DLModelBase(Model, DLParams, DLWritable, DLReadable):
         raise NotImplementedError
 
     def _postprocess_fn(self):
-        """A module-level function ``f(outputs, fields) -> list of pyarrow arrays`` (shipped to executors)."""
+        """A module-level function ``f(outputs, fields) -> list of arrays`` (shipped to executors): from (n, K)
+        float64 network outputs, one float64 array per field, (n,) for a double column, (n, k) for a Vector."""
         raise NotImplementedError
 
+    # ------------------------------------------------------------------ driver-side prediction
+    def _predict_rows(self, features, stage: str, fields: list) -> list:
+        """Validated driver-side outputs ``fields`` for rows of features (see :meth:`predictBatch`)."""
+        sample = self._sample_shape(stage)
+        x = np.asarray(features, dtype=np.float32)
+        if x.ndim == 0 or math.prod(x.shape[1:]) != math.prod(sample):
+            raise ValueError(f"{stage}: features must have shape (N, {', '.join(map(str, sample))}) or (N, "
+                             f"{math.prod(sample)}) for featureShape {list(sample)}, got shape {x.shape}")
+        x = x.reshape(len(x), *sample)
+        finite = np.isfinite(x.reshape(len(x), -1)).all(axis=1)
+        if not finite.all():
+            raise ValueError(f"{stage}: features row {int(np.argmin(finite))} holds NaN or infinite values")
+        return predict_arrays(self._network, x, finite, self.getInferenceBatchSize(), self._postprocess_fn(), fields)
+
+    def predictBatch(self, features) -> dict:
+        """The outputs ``transform`` would add, for a batch of rows given as a numpy array, computed here on the
+        driver (no Spark job).
+
+        Parameters
+        ----------
+        features : array_like, shape (N, *featureShape) or (N, prod(featureShape))
+            N rows of features (cast to float32).
+
+        Returns
+        -------
+        dict
+            Output column name (``predictionCol``, ...) -> float64 ndarray: shape (N,) for a double column, (N, k)
+            for a Vector column. Output columns set to ``""`` are left out.
+
+        Raises
+        ------
+        ValueError
+            If the rows do not hold ``prod(featureShape)`` values each, or hold NaN or infinite values.
+        """
+        fields = self._output_fields()
+        outputs = self._predict_rows(features, f"{type(self).__name__}.predictBatch", [f for _, f, _ in fields])
+        return {out: a for (out, _, _), a in zip(fields, outputs)}
+
+    def _predict_one(self, value, field: str, stage: str):
+        from pyspark.ml.linalg import DenseVector, Vector
+        x = value.toArray() if isinstance(value, Vector) else np.asarray(value, dtype=np.float64)
+        out = self._predict_rows(x.reshape(1, -1), f"{type(self).__name__}.{stage}", [field])[0][0]
+        return float(out) if np.ndim(out) == 0 else DenseVector(out)
+
+    def predict(self, value):
+        """The ``prediction`` of one row, as ``transform`` computes it (on the driver, no Spark job).
+
+        Parameters
+        ----------
+        value : pyspark.ml.linalg.Vector or array_like
+            One row's features: ``prod(featureShape)`` finite values.
+
+        Returns
+        -------
+        float or DenseVector
+            The class index (classifiers), or the network output (a float for one output, else a DenseVector).
+
+        Raises
+        ------
+        ValueError
+            If ``value`` holds another number of values, or NaN or infinite values.
+        """
+        return self._predict_one(value, "prediction", "predict")
+
     # ------------------------------------------------------------------ transform
+    def _sample_shape(self, stage) -> tuple:
+        if self._network is None:
+            raise ValueError(f"{stage}: this model has no network")
+        if not self._value(self.featureShape):
+            raise ValueError(f"{stage}: featureShape (the network's per-row input shape) is not set")
+        return tuple(self.getFeatureShape())
+
     def _spec(self, schema, stage) -> FeatureSpec:
         if self._network is None:
             raise ValueError(f"{stage}: this model has no network")
@@ -107,9 +183,7 @@ class DLModelBase(Model, DLParams, DLWritable, DLReadable):
             if t is None:
                 raise ValueError(f"{stage}: set maxLength (tokens per row) for this token-id network")
             return FeatureSpec(kind, cols, (t,), (t,), pad, vocab, per_batch=not self._value(self.maxLength))
-        if not self._value(self.featureShape):
-            raise ValueError(f"{stage}: featureShape (the network's per-row input shape) is not set")
-        sample = tuple(self.getFeatureShape())
+        sample = self._sample_shape(stage)
         if kind == "image":
             shape = self._image_shape or (sample if len(sample) == 3 else None)
             if shape is None or math.prod(shape) != math.prod(sample):
@@ -150,8 +224,11 @@ class DLModelBase(Model, DLParams, DLWritable, DLReadable):
                 bad = bad | c.predicate
             df = df.filter(~bad)
         rtype = StructType([StructField(f, t) for _, f, t in fields])
-        udf = predict_column(self._broadcast(dataset.sparkSession.sparkContext), spec, self.getInferenceBatchSize(),
-                             handle, [f for _, f, _ in fields], self._postprocess_fn(), rtype, stage)
+        sc = dataset.sparkSession.sparkContext
+        error = None if handle == "keep" else invalid_row_message(stage, spec, "{row}")
+        spec, exprs = packed_features(sc, spec, V.feature_exprs(spec.kind, spec.columns, schema), error)
+        udf = predict_column(self._broadcast(sc), spec, self.getInferenceBatchSize(), handle,
+                             [f for _, f, _ in fields], self._postprocess_fn(), rtype, stage)
         tmp = f"__sparkdl_{self.uid}"
-        df = df.withColumn(tmp, udf(*V.feature_exprs(spec.kind, spec.columns, schema)))
+        df = df.withColumn(tmp, udf(*exprs))
         return df.withColumns({out: F.col(tmp)[f] for out, f, _ in fields}).drop(tmp)

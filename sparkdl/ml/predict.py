@@ -1,30 +1,54 @@
-"""Batched inference as an Arrow UDF: the executor side of ``transform``.
+"""Batched inference as an Arrow UDF: the executor side of ``transform``, and the same computation on numpy arrays.
 
 Spark evaluates the UDF next to the rows it belongs to, so every input column is preserved and every row gets
-its own prediction whatever the partitioning or caching of the input. Each Python worker deserializes the
-broadcast network once (:class:`sparkdl.engine.broadcast.CloudBroadcast`) and runs the forward pass over whole
-Arrow batches (``spark.sql.execution.arrow.maxRecordsPerBatch`` rows, in chunks of ``inferenceBatchSize``).
+its own prediction whatever the partitioning or caching of the input, in batch and in streaming queries. Each
+Python worker deserializes the broadcast network once and keeps it across tasks and ``transform`` calls
+(:class:`sparkdl.engine.broadcast.CloudBroadcast`); the forward pass runs in float32 over whole Arrow batches
+(``spark.sql.execution.arrow.maxRecordsPerBatch`` rows, in chunks of ``inferenceBatchSize``). Vector and array
+features arrive packed as float32 bytes by the JVM bridge when it is loaded (:mod:`sparkdl.ml.packing`).
 """
 from typing import Iterator, Tuple
 
 import numpy as np
 import pyarrow as pa
 
-from sparkdl.ml.arrow import FeatureSpec, decode_features
+from sparkdl.ml.arrow import FeatureSpec, decode_features, dense_vectors, doubles
 
-__all__ = ["predict_column", "predict_batches"]
+__all__ = ["predict_column", "predict_batches", "predict_arrays", "invalid_row_message"]
 
 
-def _invalid_row_message(stage, spec: FeatureSpec, arrays, row: int) -> str:
-    value = {c: a[row].as_py() for c, a in zip(spec.columns, arrays)}
-    r = repr(value)
-    r = r if len(r) <= 300 else r[:296] + "...}"
+def invalid_row_message(stage, spec: FeatureSpec, row: str) -> str:
+    """The error for an invalid feature row (``row`` describes it; the JVM bridge fills in ``{row}``)."""
     need = (f"{spec.input_shape[0]}x{spec.input_shape[1]}x{spec.input_shape[2]} (CxHxW) 8-bit images"
             if spec.kind == "image" else f"{spec.size} finite values per row")
     if spec.kind == "tokens":
         need = f"token ids in [0, {spec.vocab_size})" if spec.vocab_size else "token ids >= 0"
     return (f"{stage}: invalid features in column(s) {list(spec.columns)}: null, NaN/infinite, or not {need}; "
-            f"row {r}. Set handleInvalid='skip' to drop such rows or 'keep' to output NaN for them.")
+            f"row {row}. Set handleInvalid='skip' to drop such rows or 'keep' to output NaN for them.")
+
+
+def _shown(spec: FeatureSpec, arrays, row: int) -> str:
+    r = repr({c: a[row].as_py() for c, a in zip(spec.columns, arrays)})
+    return r if len(r) <= 300 else r[:296] + "...}"
+
+
+def _width(model, sample_shape) -> int:
+    return int(np.prod(model(np.zeros((1, *sample_shape), model.dtype)).shape[1:]))
+
+
+def predict_arrays(model, x: np.ndarray, ok: np.ndarray, batch_size: int, post, fields) -> list:
+    """Outputs ``post(out, fields)`` for the rows of ``x`` (shape ``(n, *sample_shape)``); rows where ``ok`` is
+    False get NaN network outputs. Returns numpy arrays, one per field ((n,) or (n, k), float64)."""
+    from sparkdl.engine.inference import forward_in_batches
+    n = len(x)
+    if ok.all() and n:
+        out = forward_in_batches(model, x, batch_size).reshape(n, -1).astype(np.float64)
+    else:
+        width = _width(model, x.shape[1:])
+        out = np.full((n, width), np.nan, np.float64)
+        if ok.any():
+            out[ok] = forward_in_batches(model, np.ascontiguousarray(x[ok]), batch_size).reshape(-1, width)
+    return post(out, fields)
 
 
 def predict_batches(model, spec: FeatureSpec, batch_size: int, handle: str, fields, post, stage: str, batches):
@@ -33,23 +57,17 @@ def predict_batches(model, spec: FeatureSpec, batch_size: int, handle: str, fiel
     Invalid rows raise ``ValueError`` (``handle`` 'error' or 'skip'; 'skip' has filtered them in SQL already)
     or get NaN outputs ('keep').
     """
-    from sparkdl.engine.inference import forward_in_batches
-    width = None
     for arrays in batches:
         if not isinstance(arrays, (tuple, list)):
             arrays = (arrays,)
         x, ok = decode_features(spec, arrays)
-        n = len(x)
         if not ok.all() and handle != "keep":
-            raise ValueError(_invalid_row_message(stage, spec, arrays, int(np.argmin(ok))))
-        if width is None:
-            width = int(np.prod(model(np.zeros((1, *spec.sample_shape), model.dtype)).shape[1:]))
-        out = np.full((n, width), np.nan, np.float64)
-        if ok.all() and n:
-            out[...] = forward_in_batches(model, x, batch_size).reshape(n, width)
-        elif ok.any():
-            out[ok] = forward_in_batches(model, np.ascontiguousarray(x[ok]), batch_size).reshape(-1, width)
-        yield pa.StructArray.from_arrays(post(out, fields), names=list(fields))
+            bad = int(np.argmin(ok))
+            shown = "null" if spec.packed else _shown(spec, arrays, bad)
+            raise ValueError(invalid_row_message(stage, spec, shown))
+        outputs = predict_arrays(model, x, ok, batch_size, post, fields)
+        yield pa.StructArray.from_arrays([doubles(o) if o.ndim == 1 else dense_vectors(o) for o in outputs],
+                                         names=list(fields))
 
 
 def _run(bc, spec, batch_size, handle, fields, post, stage, batches):

@@ -29,7 +29,8 @@ if __name__ == "__main__":
             jvm.bridge(spark.sparkContext)
             print(json.dumps({"error": None}))
         except jvm.BridgeMissingError as e:
-            print(json.dumps({"error": str(e), "type": type(e).__name__, "is_runtime_error": isinstance(e, RuntimeError)}))
+            print(json.dumps({"error": str(e), "type": type(e).__name__,
+                              "is_runtime_error": isinstance(e, RuntimeError)}))
     elif mode == "extra-jars":
         other = sys.argv[2]
         spark = get_or_create_session("local[1]", conf={**CONF, "spark.jars": other})

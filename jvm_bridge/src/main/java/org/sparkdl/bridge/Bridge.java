@@ -10,6 +10,9 @@ import java.util.Properties;
 
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.sql.Column;
+import org.apache.spark.sql.functions;
+import org.apache.spark.sql.types.DataTypes;
 
 /**
  * The one class sparkdl's Python side calls (through py4j, from {@code sparkdl/jvm.py} only).
@@ -72,6 +75,16 @@ public final class Bridge {
     /** This (the driver's) JVM name, {@code pid@host}. */
     public static String jvmName() {
         return ManagementFactory.getRuntimeMXBean().getName();
+    }
+
+    /**
+     * {@code column} (a Vector, dense or sparse, or an array of numbers) as {@code binary}: each row's
+     * {@code size} values as float32, little endian ({@link FloatRows}). Invalid rows (null, another number of
+     * values, NaN or infinite values) become null, or fail the task with {@code error} (its {@code {row}}
+     * replaced by the row) when {@code error} is not null.
+     */
+    public static Column floatRows(Column column, int size, String error) {
+        return functions.udf(new FloatRows(size, error), DataTypes.BinaryType).apply(column);
     }
 
     private static String readVersion() {
