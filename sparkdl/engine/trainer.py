@@ -26,6 +26,7 @@ from sparkdl.engine.inference import evaluate
 from sparkdl.engine.iteration import block_id, run_iteration
 from sparkdl.engine.plan import batch_sizes
 from sparkdl.engine.summary import TrainSummary
+from sparkdl.engine.task_errors import TrainingDivergedError, original_error
 from sparkdl.engine.triggers import EveryEpoch, MaxEpoch, TrainingState, Trigger
 from sparkdl.trainer import sum_reduction
 from sparkdl.jvm import empty_view, set_jvm_log_level
@@ -38,10 +39,6 @@ log = logging.getLogger("sparkdl.engine")
 BLOCK_PARAMETERS = 1 << 20
 
 
-class TrainingDivergedError(FloatingPointError):
-    """The loss or the updated weights became NaN or infinite; training stopped (checkpoints kept)."""
-
-
 @dataclass
 class _Snapshot:
     iteration: int
@@ -51,6 +48,7 @@ class _Snapshot:
     buffers: np.ndarray
     states: list
     schedule_state: dict | None
+    samples_seen: int
 
 
 class DistributedTrainer:
@@ -95,7 +93,11 @@ class DistributedTrainer:
     snapshot_interval : int
         Iterations between driver-side snapshots used to recover from executor loss.
     max_recoveries : int
-        How many failed iterations to recover from (by replay from the last snapshot) before giving up.
+        How many transient failures (a lost executor, a fetch failure, a killed task) to recover from, by
+        replay from the last snapshot, before giving up. An error raised by the computation inside a task (a
+        layer, the loss, the optimizer, a bad row, a NaN loss) is deterministic: it is never replayed and
+        reaches the caller as itself — original type and message, plus the data partition, epoch and
+        iteration (and the executor's traceback as a note; see :mod:`sparkdl.engine.task_errors`).
     local_data_copy : bool
         After the first iteration, read each partition's mini-batch rows from an executor-local copy of the
         partition (``.npy`` files in Spark's local directory, memory-mapped) instead of streaming the whole
@@ -103,6 +105,15 @@ class DistributedTrainer:
         Costs the raw data size once per executor in local disk/page cache.
     fault_hook : callable, optional
         Testing aid: ``hook(stage=, partition=, epoch=, iteration=, attempt=)`` called inside every task.
+
+    Attributes
+    ----------
+    state : TrainingState
+        Epoch, global iteration, last loss and score (restored on resume).
+    samples_seen : int
+        Training samples processed since the start of training, resumed runs included.
+    summary : TrainSummary
+        Per-iteration and validation records of the last :meth:`fit`.
 
     Raises
     ------
@@ -124,6 +135,8 @@ class DistributedTrainer:
         for name, v in (("batch_size", batch_size), ("snapshot_interval", snapshot_interval)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"DistributedTrainer: {name} must be an int >= 1, got {v!r}")
+        if isinstance(max_recoveries, bool) or not isinstance(max_recoveries, int) or max_recoveries < 0:
+            raise ValueError(f"DistributedTrainer: max_recoveries must be an int >= 0, got {max_recoveries!r}")
         if num_blocks is not None and (not isinstance(num_blocks, int) or num_blocks < 1):
             raise ValueError(f"DistributedTrainer: num_blocks must be None or an int >= 1, got {num_blocks!r}")
         if compress not in (None, "fp16"):
@@ -150,6 +163,7 @@ class DistributedTrainer:
         self._state_rdd = self._state_broadcast = None
         self._results = None
         self._iteration_in_epoch = 0
+        self.samples_seen = 0
 
     # ------------------------------------------------------------------ public API
     def fit(self, train, validation=None, *, resume: bool = False) -> TrainSummary:
@@ -226,6 +240,7 @@ class DistributedTrainer:
         states = [self.optimizer.init_state(int(bounds[k]), int(bounds[k + 1])) for k in range(K)]
         self.state = TrainingState()
         self._iteration_in_epoch = 0
+        self.samples_seen = 0
         if resume:
             states = self._restore_checkpoint(K)
         self._set_state_rdd(states)
@@ -239,6 +254,9 @@ class DistributedTrainer:
                 except TrainingDivergedError:
                     raise
                 except Exception as e:  # a lost executor takes cached optimizer state with it: replay
+                    error = original_error(e)
+                    if error is not None:  # raised by the computation in a task: deterministic, never replayed
+                        raise error from None
                     if recoveries >= self.max_recoveries or not _is_spark_failure(e):
                         raise
                     recoveries += 1
@@ -303,6 +321,7 @@ class DistributedTrainer:
         if buf is not None and n > 0:
             self.model.flat_buffers[...] = buf / np.float32(n)
         samples = int(sizes[i])
+        self.samples_seen += samples
         seconds = time.perf_counter() - t0
         self.state.iteration = g + 1
         self._iteration_in_epoch = i + 1
@@ -363,13 +382,15 @@ class DistributedTrainer:
         return _Snapshot(self.state.iteration, self.state.epoch, self._iteration_in_epoch,
                          self.model.flat_parameters.copy(),
                          self.model.flat_buffers.copy(), states if states is not None else self._collect_states(),
-                         schedule.state_dict() if schedule is not None and hasattr(schedule, "state_dict") else None)
+                         schedule.state_dict() if schedule is not None and hasattr(schedule, "state_dict") else None,
+                         self.samples_seen)
 
     def _restore_snapshot(self, snap: _Snapshot):
         self.model.flat_parameters[...] = snap.weights
         self.model.flat_buffers[...] = snap.buffers
         self.state.iteration, self.state.epoch = snap.iteration, snap.epoch
         self._iteration_in_epoch = snap.iteration_in_epoch
+        self.samples_seen = snap.samples_seen
         del self.summary.iterations[snap.iteration:]
         schedule = getattr(self.optimizer, "schedule", None)
         if snap.schedule_state is not None:

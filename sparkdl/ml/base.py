@@ -7,13 +7,14 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from pyspark.ml.param.shared import HasFeaturesCol, HasLabelCol, HasPredictionCol, HasValidationIndicatorCol
+from pyspark.ml.param.shared import (HasFeaturesCol, HasLabelCol, HasPredictionCol, HasValidationIndicatorCol,
+                                     HasWeightCol)
 
 from sparkdl.ml import validation as V
 from sparkdl.ml.data import LabelSpec
 from sparkdl.ml.params import (HasBatchSize, HasCheckpointDir, HasFeatureShape, HasFeaturesCols, HasHandleInvalid,
-                               HasInferenceBatchSize, HasLearningRate, HasLoss, HasMaxEpoch, HasNetwork,
-                               HasNumPartitions, HasOptimizer, HasSeed, HasValidationData)
+                               HasInferenceBatchSize, HasLearningRate, HasLoss, HasMaxEpoch, HasMaxRecoveries,
+                               HasNetwork, HasNumPartitions, HasOptimizer, HasResume, HasSeed, HasValidationData)
 
 __all__ = ["DLParams", "DLEstimatorParams", "EstimatorSetters", "TaskSetup", "probe_network"]
 
@@ -73,7 +74,7 @@ class DLParams(HasFeaturesCol, HasFeaturesCols, HasFeatureShape, HasPredictionCo
 
 class DLEstimatorParams(DLParams, HasLabelCol, HasNetwork, HasLoss, HasOptimizer, HasLearningRate, HasBatchSize,
                         HasMaxEpoch, HasSeed, HasNumPartitions, HasValidationIndicatorCol, HasValidationData,
-                        HasCheckpointDir):
+                        HasCheckpointDir, HasResume, HasMaxRecoveries, HasWeightCol):
     """Params of the estimators."""
 
     def __init__(self, *args):
@@ -147,3 +148,15 @@ class EstimatorSetters:
     def setCheckpointDir(self, value: str):
         """Sets the value of :py:attr:`checkpointDir`."""
         return self._set(checkpointDir=value)
+
+    def setResume(self, value: bool):
+        """Sets the value of :py:attr:`resume`."""
+        return self._set(resume=value)
+
+    def setMaxRecoveries(self, value: int):
+        """Sets the value of :py:attr:`maxRecoveries`."""
+        return self._set(maxRecoveries=value)
+
+    def setWeightCol(self, value: str):
+        """Sets the value of :py:attr:`weightCol`."""
+        return self._set(weightCol=value)

@@ -26,6 +26,7 @@ from sparkdl.ml.base import TaskSetup, probe_network
 from sparkdl.ml.fit import DLEstimatorBase
 from sparkdl.ml.model import DLModelBase
 from sparkdl.ml.data import LabelSpec
+from sparkdl.ml.params import HasClassWeights
 
 __all__ = ["DLClassifier", "DLClassificationModel", "classification_outputs"]
 
@@ -87,7 +88,7 @@ class DLClassificationModel(DLModelBase, _ClassifierParams):
         return classification_outputs
 
 
-class DLClassifier(DLEstimatorBase, _ClassifierParams):
+class DLClassifier(DLEstimatorBase, _ClassifierParams, HasClassWeights):
     """Trains a sparkdl network to classify the rows of a DataFrame (a PySpark ``Estimator``).
 
     Parameters (keyword-only; every one also has a getter and a setter)
@@ -110,6 +111,17 @@ class DLClassifier(DLEstimatorBase, _ClassifierParams):
     validationIndicatorCol : str, optional; validationData : DataFrame, optional
         Held-out rows evaluated after every epoch (Top1Accuracy and Loss, in ``model.summary``).
     checkpointDir : str, optional
+        Checkpoints after every epoch; with ``resume=True`` fit continues from the latest one there.
+    resume : bool, default False
+    maxRecoveries : int, default 3
+        Transient failures (lost executor, fetch failure) recovered from by replay; errors raised by the
+        computation (a layer, the loss, a bad row) are raised at once, naming the partition and iteration.
+    weightCol : str, optional
+        Per-row sample weights (numeric, >= 0; PySpark's convention): the loss is the weighted mean
+        ``sum_i w_i loss_i / sum_i w_i``.
+    classWeights : list of float, optional
+        One weight per class index, multiplied into each row's weight by its label (as ``weight`` of PyTorch's
+        ``CrossEntropyLoss``, for any loss).
     handleInvalid : {'error', 'skip', 'keep'}, default 'error'
     predictionCol, probabilityCol, rawPredictionCol : str
     inferenceBatchSize : int, default 1024
@@ -136,6 +148,7 @@ class DLClassifier(DLEstimatorBase, _ClassifierParams):
     def __init__(self, *, network=None, featuresCol="features", featuresCols=None, labelCol="label",
                  featureShape=None, loss=None, optimizer=None, learningRate=1e-3, batchSize=64, maxEpoch=10, seed=0,
                  numPartitions=None, validationIndicatorCol=None, validationData=None, checkpointDir=None,
+                 resume=False, maxRecoveries=3, weightCol=None, classWeights=None,
                  handleInvalid="error", predictionCol="prediction", probabilityCol="probability",
                  rawPredictionCol="rawPrediction", inferenceBatchSize=1024):
         super().__init__()
@@ -146,11 +159,16 @@ class DLClassifier(DLEstimatorBase, _ClassifierParams):
     def setParams(self, *, network=None, featuresCol="features", featuresCols=None, labelCol="label",
                   featureShape=None, loss=None, optimizer=None, learningRate=1e-3, batchSize=64, maxEpoch=10, seed=0,
                   numPartitions=None, validationIndicatorCol=None, validationData=None, checkpointDir=None,
+                  resume=False, maxRecoveries=3, weightCol=None, classWeights=None,
                   handleInvalid="error", predictionCol="prediction", probabilityCol="probability",
                   rawPredictionCol="rawPrediction", inferenceBatchSize=1024):
         """Sets params for this DLClassifier (keyword arguments only; None leaves a Param unset)."""
         kwargs = self._input_kwargs
         return self._set(**{k: v for k, v in kwargs.items() if v is not None})
+
+    def setClassWeights(self, value):
+        """Sets the value of :py:attr:`classWeights`."""
+        return self._set(classWeights=value)
 
     def _task_check_label(self, kind, stage, name, dtype):
         if kind != "scalar":

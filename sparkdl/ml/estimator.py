@@ -62,7 +62,8 @@ class DLEstimator(DLEstimatorBase):
         Numeric (K = 1), or Vector / array with K values per row.
     loss, optimizer, learningRate, batchSize, maxEpoch, seed
         Training: default ``MSELoss``, ``Adam(lr=learningRate)``, 1e-3, 64, 10, 0.
-    numPartitions, validationIndicatorCol, validationData, checkpointDir, handleInvalid, inferenceBatchSize
+    numPartitions, validationIndicatorCol, validationData, checkpointDir, resume, maxRecoveries, weightCol,
+    handleInvalid, inferenceBatchSize
         As :class:`~sparkdl.ml.DLClassifier` (validation metric: MSE).
     predictionCol : str, default "prediction"
 
@@ -80,6 +81,7 @@ class DLEstimator(DLEstimatorBase):
     def __init__(self, *, network=None, featuresCol="features", featuresCols=None, labelCol="label",
                  featureShape=None, loss=None, optimizer=None, learningRate=1e-3, batchSize=64, maxEpoch=10, seed=0,
                  numPartitions=None, validationIndicatorCol=None, validationData=None, checkpointDir=None,
+                 resume=False, maxRecoveries=3, weightCol=None,
                  handleInvalid="error", predictionCol="prediction", inferenceBatchSize=1024):
         super().__init__()
         kwargs = self._input_kwargs
@@ -89,6 +91,7 @@ class DLEstimator(DLEstimatorBase):
     def setParams(self, *, network=None, featuresCol="features", featuresCols=None, labelCol="label",
                   featureShape=None, loss=None, optimizer=None, learningRate=1e-3, batchSize=64, maxEpoch=10, seed=0,
                   numPartitions=None, validationIndicatorCol=None, validationData=None, checkpointDir=None,
+                  resume=False, maxRecoveries=3, weightCol=None,
                   handleInvalid="error", predictionCol="prediction", inferenceBatchSize=1024):
         """Sets params for this DLEstimator (keyword arguments only; None leaves a Param unset)."""
         kwargs = self._input_kwargs

@@ -81,6 +81,7 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
             raise ValueError(f"{stage}: the network Param is not set; pass network=<sparkdl.nn.Module>, e.g. "
                              "sparkdl.models.mlp(in_features=..., hidden=(64,), num_classes=2)")
         net = self.getNetwork().copy()
+        resume = self._resume(stage)
         kind, cols = self._feature_columns(dataset.schema, stage)
         lname = self.getLabelCol()
         lfield = V.field(dataset.schema, stage, "labelCol", lname)
@@ -114,7 +115,7 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
                     raise ValueError(f"{stage}: the validation data has no rows" +
                                      (" left after skipping invalid rows" if handle != "error" else ""))
             skipped = self._log_skipped(stage, stats, train, val)
-            summary = trainer.fit(train, val)
+            summary = trainer.fit(train, val, resume=resume)
         finally:
             train.unpersist()
             if val is not None:
@@ -124,6 +125,21 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
         model._set(featureShape=list(spec.sample_shape))
         model._summary, model._num_skipped_rows = summary, skipped
         return model
+
+    def _resume(self, stage) -> bool:
+        """Whether fit continues from a checkpoint: ``resume`` is set and ``checkpointDir`` holds one."""
+        if not self.getResume():
+            return False
+        directory = self._value(self.checkpointDir)
+        if not directory:
+            raise ValueError(f"{stage}: resume=True needs checkpointDir, the directory of the checkpoints to continue "
+                             "from; set checkpointDir")
+        from sparkdl.io import list_checkpoints
+        found = list_checkpoints(directory)
+        if not found:
+            log.info("%s.fit: resume=True but %s holds no checkpoint yet: training starts from the beginning", stage,
+                     directory)
+        return bool(found)
 
     def _blocks(self, df, spec, label, lname, lkind):
         return to_blocks(df, spec, V.feature_exprs(spec.kind, spec.columns, df.schema), label,
@@ -269,5 +285,5 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
             net, loss, opt, batch_size=self.getBatchSize(), end_trigger=MaxEpoch(self.getMaxEpoch()),
             seed=self.getSeed() % (2 ** 63), validation_metrics=list(metrics),
             validation_batch_size=self.getInferenceBatchSize(),
-            checkpoint_dir=self._value(self.checkpointDir),
+            checkpoint_dir=self._value(self.checkpointDir), max_recoveries=self.getMaxRecoveries(),
             num_classes=num_classes, progress=False)

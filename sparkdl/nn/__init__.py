@@ -6,7 +6,7 @@ from sparkdl.nn.containers import Concat, Residual, Sequential
 from sparkdl.nn.dropout import Dropout
 from sparkdl.nn.layout import Layout
 from sparkdl.nn.linear import Linear
-from sparkdl.nn.loss import (BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, Loss, MSELoss, NLLLoss,
+from sparkdl.nn.loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, Loss, MSELoss, NLLLoss,
                              SmoothL1Loss)
 from sparkdl.nn.module import Module
 from sparkdl.nn.normalization import BatchNorm1d, BatchNorm2d
@@ -16,4 +16,5 @@ from sparkdl.nn.shape import Flatten, Identity, Reshape
 __all__ = ["init", "Module", "Layout", "Linear", "ReLU", "Sequential", "Residual", "Concat", "Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d",
            "LeakyReLU", "ELU", "GELU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "BatchNorm1d", "BatchNorm2d",
            "Dropout", "Flatten", "Reshape", "Identity",
-           "Loss", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "BCEWithLogitsLoss"]
+           "Loss", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "BCEWithLogitsLoss",
+           "BCELoss"]

@@ -18,7 +18,7 @@ import numpy as np
 from sparkdl.kernels import loss as K
 
 __all__ = ["Loss", "LOSS_REGISTRY", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss",
-           "BCEWithLogitsLoss"]
+           "BCEWithLogitsLoss", "BCELoss"]
 
 #: Every public Loss subclass by class name (persistence rebuilds a loss from its name and config).
 LOSS_REGISTRY: dict[str, type] = {}
@@ -440,3 +440,71 @@ class BCEWithLogitsLoss(_ElementwiseLoss):
         return {"weight": None if self.weight is None else self.weight.tolist(),
                 "pos_weight": None if self.pos_weight is None else self.pos_weight.tolist(),
                 "reduction": self.reduction}
+
+
+class BCELoss(_ElementwiseLoss):
+    r"""Binary cross-entropy of probabilities:
+    :math:`\ell = -w\,[y \max(\log x, -100) + (1 - y) \max(\log(1 - x), -100)]`.
+
+    The logarithms are clamped at -100 as in PyTorch, so probabilities of exactly 0 or 1 (a saturated float32
+    ``Sigmoid``) give a finite loss; the gradient is PyTorch's :math:`w (x - y) / \max(x (1 - x), 10^{-12})`.
+    :class:`BCEWithLogitsLoss` on the logits is the stabler fused form.
+
+    Parameters
+    ----------
+    weight : array_like, optional
+        Per-element rescaling :math:`w`, broadcastable to the input shape.
+    reduction : {'mean', 'sum', 'none'}
+        ``'mean'`` divides by the element count (as PyTorch; not by the weights).
+
+    Shapes: input (*) float probabilities in [0, 1]; target of the same shape with values in [0, 1].
+
+    Raises
+    ------
+    TypeError, ValueError
+        Non-float input; shape mismatch; ``weight`` not broadcastable or not finite; an input value outside
+        [0, 1] (NaN included), naming the first one.
+
+    Reference: ``torch.nn.BCELoss``.
+    """
+
+    def __init__(self, weight=None, reduction: str = "mean"):
+        super().__init__(reduction)
+        self.weight = None if weight is None else np.array(weight, dtype=np.float64)
+        if self.weight is not None and not np.all(np.isfinite(self.weight)):
+            raise ValueError("BCELoss: weight must be finite")
+
+    def _compute(self, input, target):
+        t = self._pair(input, target)
+        p = np.ascontiguousarray(input)
+        outside = ~((p >= 0) & (p <= 1))
+        if outside.any():
+            first = int(np.argmax(outside.reshape(-1)))
+            index = ", ".join(str(int(i)) for i in np.unravel_index(first, p.shape))
+            raise ValueError(f"BCELoss: input must hold probabilities in [0, 1], got input[{index}] = "
+                             f"{p.reshape(-1)[first]}; apply a Sigmoid first, or use BCEWithLogitsLoss on the logits")
+        if self.weight is not None and not _broadcasts(self.weight, p.shape):
+            raise ValueError(f"BCELoss: weight of shape {self.weight.shape} does not broadcast to the input shape "
+                             f"{p.shape}")
+        losses = K.bce_forward(p.reshape(-1), t.reshape(-1)).reshape(p.shape)
+        if self.weight is not None:
+            losses = losses * self.weight
+        return losses, float(p.size), (p, t)
+
+    def _backward(self, state, g):
+        p, t = state
+        s = np.asarray(g, np.float64)
+        if self.weight is not None:
+            s = s * self.weight
+        s = np.ascontiguousarray(np.broadcast_to(s, p.shape)).reshape(-1) if s.ndim else s.reshape(1)
+        return K.bce_backward(p.reshape(-1), t.reshape(-1), s).reshape(p.shape)
+
+    def get_config(self):
+        return {"weight": None if self.weight is None else self.weight.tolist(), "reduction": self.reduction}
+
+
+def _broadcasts(weight, shape) -> bool:
+    try:
+        return np.broadcast_shapes(weight.shape, shape) == shape
+    except ValueError:
+        return False

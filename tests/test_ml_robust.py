@@ -1,0 +1,85 @@
+"""DLClassifier/DLEstimator under real use: the same training whatever numPartitions, resume from checkpointDir,
+errors from tasks raised as themselves, and the recovery Params."""
+import numpy as np
+import pytest
+from pyspark.ml.linalg import Vectors, VectorUDT
+from pyspark.sql.types import DoubleType, LongType, StructField, StructType
+
+from sparkdl import models, nn
+from sparkdl.io import list_checkpoints, load_checkpoint
+from sparkdl.ml import DLClassifier, DLEstimator
+from sparkdl.optim import SGD, Adam
+from tests.test_engine_errors import FailsOnLargeInput
+
+
+def _df(spark, x, y, partitions=2):
+    fields = [StructField("id", LongType()), StructField("features", VectorUDT()), StructField("label", DoubleType())]
+    rows = [(i, Vectors.dense(v.tolist()), float(t)) for i, (v, t) in enumerate(zip(x, y))]
+    return spark.createDataFrame(rows, StructType(fields)).repartition(partitions, "id")
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    rng = np.random.default_rng(0)
+    centers = np.array([[2.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 2.0]])
+    y = rng.integers(0, 3, 120)
+    x = centers[y] + 0.5 * rng.normal(size=(120, 3))
+    return x.astype(np.float32), y
+
+
+def _clf(**kw):
+    net = kw.pop("network", None) or models.mlp(in_features=3, hidden=(8,), num_classes=3).initialize(0)
+    return DLClassifier(network=net, optimizer=SGD(lr=0.1, momentum=0.9), batchSize=40, seed=3, **kw)
+
+
+def test_same_trajectory_whatever_num_partitions(spark, blobs):
+    df = _df(spark, *blobs)
+    runs = {n: _clf(numPartitions=n, maxEpoch=2).fit(df) for n in (1, 3, 4)}
+    ref = runs[1]
+    assert len(ref.summary.loss) == 6
+    for n in (3, 4):
+        np.testing.assert_allclose(runs[n].summary.loss, ref.summary.loss, rtol=1e-5, err_msg=f"numPartitions={n}")
+        np.testing.assert_allclose(runs[n].network.flat_parameters, ref.network.flat_parameters, rtol=1e-4,
+                                   atol=1e-6)
+
+
+def test_resume_from_checkpoint_dir_equals_uninterrupted_run(spark, blobs, tmp_path):
+    df = _df(spark, *blobs)
+    straight = _clf(numPartitions=2, maxEpoch=3, optimizer=Adam(lr=0.01)).fit(df)
+    ckpt = str(tmp_path / "ckpt")
+    first = _clf(numPartitions=2, maxEpoch=2, optimizer=Adam(lr=0.01), checkpointDir=ckpt).fit(df)
+    assert list_checkpoints(ckpt) and load_checkpoint(ckpt).samples_seen == 2 * 120
+    other_init = models.mlp(in_features=3, hidden=(8,), num_classes=3).initialize(99)  # must not matter
+    resumed = _clf(network=other_init, numPartitions=2, maxEpoch=3, optimizer=Adam(lr=0.01), checkpointDir=ckpt,
+                   resume=True).fit(df)
+    assert [r["epoch"] for r in resumed.summary.iterations] == [3, 3, 3]
+    np.testing.assert_array_equal(resumed.network.flat_parameters, straight.network.flat_parameters)
+    assert not np.array_equal(first.network.flat_parameters, straight.network.flat_parameters)
+    assert load_checkpoint(ckpt).samples_seen == 3 * 120
+
+
+def test_resume_without_a_checkpoint_starts_fresh_and_needs_a_dir(spark, blobs, tmp_path):
+    df = _df(spark, *blobs)
+    with pytest.raises(ValueError, match="resume=True needs checkpointDir"):
+        _clf(maxEpoch=1, resume=True).fit(df)
+    fresh = _clf(maxEpoch=1, checkpointDir=str(tmp_path / "empty"), resume=True).fit(df)
+    plain = _clf(maxEpoch=1).fit(df)
+    np.testing.assert_array_equal(fresh.network.flat_parameters, plain.network.flat_parameters)
+
+
+def test_error_in_a_task_is_raised_as_itself_from_fit(spark, blobs):
+    x, y = blobs
+    x = x.copy()
+    x[17, 0] = 1000.0
+    net = nn.Sequential(FailsOnLargeInput(), nn.Linear(3, 3)).initialize(0)
+    with pytest.raises(ArithmeticError, match=r"cannot handle a first feature of 1000 \(raised in a training task "
+                                              r"on data partition \d, epoch 1, iteration \d"):
+        _clf(network=net, maxEpoch=1, numPartitions=2).fit(_df(spark, x, y))
+
+
+def test_max_recoveries_param(spark):
+    clf = _clf(maxRecoveries=5)
+    assert clf.getMaxRecoveries() == 5 and DLEstimator().getMaxRecoveries() == 3
+    assert clf._trainer(clf.getNetwork(), nn.CrossEntropyLoss(), [], 3).max_recoveries == 5
+    with pytest.raises(ValueError, match="maxRecoveries must be >= 0"):
+        DLClassifier(maxRecoveries=-1)
