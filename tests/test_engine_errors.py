@@ -107,3 +107,16 @@ def test_report_round_trip_without_spark():
     assert "weight" in str(err) and "data partition 3, epoch 1, iteration 5" in str(err)
     assert "rows = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, ...]" in str(err)
     assert original_error(RuntimeError("Lost executor 1")) is None
+
+
+def test_unshippable_model_named_before_touching_the_data():
+    import threading
+
+    class Holder:
+        def __init__(self):
+            self.cache = {"lock": threading.Lock()}
+
+    model = nn.Sequential(nn.Linear(4, 2))
+    model.helper = Holder()
+    with pytest.raises(TypeError, match=r"DistributedTrainer.fit: model.helper.cache\['lock'\] holds a _thread.lock"):
+        _trainer(model).fit(object())  # never looked at: the check comes first

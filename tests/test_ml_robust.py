@@ -83,3 +83,79 @@ def test_max_recoveries_param(spark):
     assert clf._trainer(clf.getNetwork(), nn.CrossEntropyLoss(), [], 3).max_recoveries == 5
     with pytest.raises(ValueError, match="maxRecoveries must be >= 0"):
         DLClassifier(maxRecoveries=-1)
+
+
+class HoldsResource(nn.Module):
+    """Identity layer keeping something that cannot be pickled."""
+
+    def __init__(self, resource):
+        super().__init__()
+        self.resource = resource
+
+    def forward(self, x, *, training=False, rng=None):
+        return x.copy(), None
+
+    def backward(self, cache, grad_y, grad_params):
+        return grad_y
+
+
+def _jobs_run(spark, fn):
+    """Run ``fn`` in a fresh job group; return the exception it raised and the number of Spark jobs it started."""
+    sc = spark.sparkContext
+    group = f"probe-{np.random.default_rng().integers(1 << 30)}"
+    sc.setJobGroup(group, "checks before any job")
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - returned to the test
+        return e, len(sc.statusTracker().getJobIdsForGroup(group))
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    return None, len(sc.statusTracker().getJobIdsForGroup(group))
+
+
+def test_loss_probe_names_shapes_and_fixes_before_any_job(spark, blobs):
+    x, y = blobs
+    df = _df(spark, x, (y > 0).astype(float))
+    two = models.mlp(in_features=3, hidden=(4,), num_classes=2)
+    err, jobs = _jobs_run(spark, lambda: DLClassifier(network=two, loss=nn.BCEWithLogitsLoss(), featureShape=[3],
+                                                      maxEpoch=1).fit(df))
+    assert isinstance(err, ValueError) and jobs == 0, (err, jobs)
+    msg = str(err)
+    for needle in ("BCEWithLogitsLoss", "outputs a batch of shape (N, 2)", "labelCol 'label'", "shape (N,) of int64",
+                   "target shape (2,) must equal input shape (2, 2)", "one output unit", "CrossEntropyLoss"):
+        assert needle in msg, (needle, msg)
+    est = DLEstimator(network=models.mlp(in_features=3, hidden=(4,), num_classes=1), loss=nn.CrossEntropyLoss(),
+                      maxEpoch=1)
+    with pytest.raises(ValueError, match=r"outputs a batch of shape \(N, 1\).*shape \(N, 1\) of float32.*"
+                                         r"CrossEntropyLoss: target must hold integer class indices.*MSELoss"):
+        est.fit(df)
+
+
+def test_feature_length_mismatch_names_expected_length_and_skip_drops(spark, blobs):
+    x, y = blobs
+    fields = [StructField("id", LongType()), StructField("features", VectorUDT()), StructField("label", DoubleType())]
+    rows = [(i, Vectors.dense(v.tolist() if i % 10 else v[:2].tolist()), float(t))
+            for i, (v, t) in enumerate(zip(x, y))]
+    df = spark.createDataFrame(rows, StructType(fields))
+    net = models.mlp(in_features=3, hidden=(4,), num_classes=3)
+    with pytest.raises(ValueError, match=r"holds vectors of 2 to 3 values, but the network takes 3 values per row; "
+                                         r"e.g. Row\(id=0, .*\) has 2.*handleInvalid='skip'"):
+        DLClassifier(network=net, maxEpoch=1).fit(df)
+    model = DLClassifier(network=net, maxEpoch=1, batchSize=200, handleInvalid="skip").fit(df)
+    assert model.numSkippedRows == 12 and model.summary.iterations[0]["samples"] == 108
+    with pytest.raises(ValueError, match=r"does not accept rows of shape \(3,\).*its first Linear layer takes 5 "
+                                         r"values per row"):
+        DLClassifier(network=models.mlp(in_features=5, hidden=(4,), num_classes=3), maxEpoch=1).fit(_df(spark, x, y))
+
+
+def test_unshippable_layer_attribute_named_before_any_job(spark, blobs):
+    import threading
+    df = _df(spark, *blobs)
+    for resource, kind in ((threading.Lock(), "_thread.lock"), (spark.sparkContext, "pyspark.core.context.SparkContext"),
+                           (open(__file__), "_io.TextIOWrapper")):
+        net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 3), HoldsResource(resource))
+        err, jobs = _jobs_run(spark, lambda: DLClassifier(network=net, maxEpoch=1).fit(df))
+        assert isinstance(err, TypeError) and jobs == 0, (err, jobs)
+        assert f"network.3.resource holds a {kind}, which cannot be sent to the executors" in str(err), str(err)
+        if hasattr(resource, "close"):
+            resource.close()

@@ -25,6 +25,7 @@ from sparkdl.engine.data import DataBlocks
 from sparkdl.engine.inference import evaluate
 from sparkdl.engine.iteration import block_id, run_iteration
 from sparkdl.engine.plan import batch_sizes
+from sparkdl.engine.shipping import check_shippable
 from sparkdl.engine.summary import TrainSummary
 from sparkdl.engine.task_errors import TrainingDivergedError, original_error
 from sparkdl.engine.triggers import EveryEpoch, MaxEpoch, TrainingState, Trigger
@@ -182,7 +183,17 @@ class DistributedTrainer:
         Returns
         -------
         TrainSummary
+
+        Raises
+        ------
+        TypeError
+            Before any Spark job, if the model, loss or optimizer holds something that cannot be sent to the
+            executors (naming the attribute path, e.g. ``model.3.resource``).
+        ValueError
+            For invalid data (naming partition and row) or a feature shape the model does not accept.
         """
+        for name, obj in (("model", self.model), ("loss", self.loss), ("optimizer", self.optimizer)):
+            check_shippable(obj, name, "DistributedTrainer.fit")
         data = train if isinstance(train, DataBlocks) else DataBlocks.from_samples(train)
         val = validation if validation is None or isinstance(validation, DataBlocks) else \
             DataBlocks.from_samples(validation)

@@ -170,12 +170,20 @@ class DLClassifier(DLEstimatorBase, _ClassifierParams, HasClassWeights):
         """Sets the value of :py:attr:`classWeights`."""
         return self._set(classWeights=value)
 
+    def _task_loss_fixes(self, out_shape):
+        c = int(np.prod(out_shape))
+        if c == 1:
+            return ("with one output unit the labels are 0/1 targets of shape (N, 1): use BCEWithLogitsLoss (or BCELoss "
+                    "after a Sigmoid), or give the network one output unit per class for a categorical loss")
+        return (f"for {c} class scores use a categorical loss (CrossEntropyLoss, or NLLLoss after LogSoftmax), or give "
+                "the network one output unit (a binary classifier of one logit, labels 0/1, BCEWithLogitsLoss)")
+
     def _task_check_label(self, kind, stage, name, dtype):
         if kind != "scalar":
             raise TypeError(f"{stage}: labelCol {name!r} must be a numeric column of class indices 0, 1, ..., got "
                             f"{dtype.simpleString()}; index string labels with StringIndexer")
 
-    def _task_setup(self, out_shape, label_kind, label_size, stage):
+    def _task_setup(self, out_shape, label_kind, stage):
         from sparkdl import metrics
         from sparkdl.nn.loss import BCEWithLogitsLoss, CrossEntropyLoss
         if len(out_shape) != 1:

@@ -97,12 +97,17 @@ class DLEstimator(DLEstimatorBase):
         kwargs = self._input_kwargs
         return self._set(**{k: v for k, v in kwargs.items() if v is not None})
 
+    def _task_loss_fixes(self, out_shape):
+        return (f"labels are targets shaped like the output (N, {', '.join(map(str, out_shape))}): use a loss that "
+                "compares them element-wise (MSELoss, L1Loss, SmoothL1Loss, BCEWithLogitsLoss), or DLClassifier for "
+                "class-index labels")
+
     def _task_check_label(self, kind, stage, name, dtype):
         if kind not in ("scalar", "vector", "array"):
             raise TypeError(f"{stage}: labelCol {name!r} must be numeric, a Vector or an array of numbers, got "
                             f"{dtype.simpleString()}")
 
-    def _task_setup(self, out_shape, label_kind, label_size, stage):
+    def _task_setup(self, out_shape, label_kind, stage):
         from sparkdl import metrics
         from sparkdl.nn.loss import MSELoss
         k = math.prod(out_shape)

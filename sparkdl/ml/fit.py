@@ -23,9 +23,10 @@ from pyspark.ml import Estimator
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType
 
+from sparkdl.engine.shipping import check_shippable
 from sparkdl.ml import validation as V
 from sparkdl.ml.arrow import FeatureSpec
-from sparkdl.ml.base import DLEstimatorParams, EstimatorSetters, probe_network
+from sparkdl.ml.base import DLEstimatorParams, EstimatorSetters, accepted_lengths, probe_loss, probe_network
 from sparkdl.ml.data import repartition, to_blocks
 from sparkdl.ml.persistence import DLReadable, DLWritable
 
@@ -71,7 +72,11 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
         """Raise TypeError if the label column's type does not suit the task."""
         raise NotImplementedError
 
-    def _task_setup(self, out_shape: tuple, label_kind: str, label_size: int | None, stage: str) -> "TaskSetup":
+    def _task_setup(self, out_shape: tuple, label_kind: str, stage: str) -> "TaskSetup":
+        raise NotImplementedError
+
+    def _task_loss_fixes(self, out_shape: tuple) -> str:
+        """How to make the loss, the network's output and the labels fit (for the loss probe's message)."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ fit
@@ -80,6 +85,9 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
         if self._value(self.network) is None:
             raise ValueError(f"{stage}: the network Param is not set; pass network=<sparkdl.nn.Module>, e.g. "
                              "sparkdl.models.mlp(in_features=..., hidden=(64,), num_classes=2)")
+        for param in (self.network, self.loss, self.optimizer):
+            if self._value(param) is not None:
+                check_shippable(self.getOrDefault(param), param.name, f"{stage}.fit")
         net = self.getNetwork().copy()
         resume = self._resume(stage)
         kind, cols = self._feature_columns(dataset.schema, stage)
@@ -90,16 +98,16 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
         frames = self._frames(dataset, kind, lkind, stage)
         fshape = tuple(self._value(self.featureShape) or ()) or None
         handle = self.getHandleInvalid()
+        if fshape or kind == "scalar":  # the per-row input shape is known without looking at the data
+            self._probe(net, fshape or (len(cols),), lkind, stage, "featureShape" if fshape else "featuresCols")
 
         # One aggregation job per DataFrame: counts of bad rows (raised at once in error mode) + shape statistics.
         stats = [self._phase1(df, name, kind, cols, lkind, lname, fshape, stage) for name, df in frames]
-        spec = self._feature_spec(kind, cols, fshape, stats, stage)
-        out_shape = probe_network(net, spec.sample_shape, stage,
-                                  "featureShape" if fshape else f"the rows of {list(cols)}")
-        task = self._task_setup(out_shape, lkind, self._label_size(lkind, stats), stage)
+        spec = self._feature_spec(kind, cols, fshape, stats, stage, net, handle)
+        task, loss = self._probe(net, spec.sample_shape, lkind, stage,
+                                 "featureShape" if fshape else f"the rows of {list(cols)}")
         prepared = [self._apply_checks(st, spec, task, handle, stage) for st in stats]
 
-        loss = self._value(self.loss) or task.default_loss
         train_df, val_df = self._split(prepared)
         trainer = self._trainer(net, loss, task.metrics if val_df is not None else (), task.num_classes)
         n = self._value(self.numPartitions) or dataset.sparkSession.sparkContext.defaultParallelism
@@ -125,6 +133,15 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
         model._set(featureShape=list(spec.sample_shape))
         model._summary, model._num_skipped_rows = summary, skipped
         return model
+
+    def _probe(self, net, sample_shape, lkind, stage, what):
+        """On the driver: the network's output shape for ``sample_shape`` rows, the task set-up it implies, and a
+        forward/backward of the loss on it with labels as training will give them. Returns ``(task, loss)``."""
+        out_shape = probe_network(net, sample_shape, stage, what)
+        task = self._task_setup(out_shape, lkind, stage)
+        loss = self._value(self.loss) or task.default_loss
+        probe_loss(net, loss, sample_shape, task.label, stage, self.getLabelCol(), self._task_loss_fixes(out_shape))
+        return task, loss
 
     def _resume(self, stage) -> bool:
         """Whether fit continues from a checkpoint: ``resume`` is set and ``checkpointDir`` holds one."""
@@ -198,7 +215,7 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
         return {"name": name, "where": where, "df": df, "checks": checks, "counts": counts, "total": total,
                 "stats": extra}
 
-    def _feature_spec(self, kind, cols, fshape, stats, stage) -> FeatureSpec:
+    def _feature_spec(self, kind, cols, fshape, stats, stage, net, handle) -> FeatureSpec:
         st = stats[0]["stats"]
         if kind == "scalar":
             input_shape = (len(cols),)
@@ -215,26 +232,28 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
             lo, hi = st[0], st[1]
             if lo is None:
                 raise ValueError(f"{stage}: column {cols[0]!r} has no non-null rows")
+            expected = lo
             if lo != hi:
                 df = stats[0]["df"]
                 c = F.size(V.values(kind, F.col(V.quote(cols[0]))))
-                raise ValueError(f"{stage}: column {cols[0]!r} holds {kind}s of different lengths, e.g. "
-                                 f"{lo}: {V.example_row(df, c == lo)} and {hi}: {V.example_row(df, c == hi)}. "
-                                 "Make them equal, or set featureShape (rows of other lengths are then invalid "
-                                 "and handleInvalid decides)")
-            input_shape = (int(lo),)
+                accepted = accepted_lengths(net, (lo, hi))
+                if len(accepted) != 1:
+                    raise ValueError(f"{stage}: column {cols[0]!r} holds {kind}s of different lengths, e.g. "
+                                     f"{lo}: {V.example_row(df, c == lo)} and {hi}: {V.example_row(df, c == hi)}. "
+                                     "Make them equal, or set featureShape (rows of other lengths are then invalid "
+                                     "and handleInvalid decides)")
+                expected = accepted[0]
+                if handle == "error":
+                    raise ValueError(f"{stage}: column {cols[0]!r} holds {kind}s of {lo} to {hi} values, but the "
+                                     f"network takes {expected} values per row; e.g. {V.example_row(df, c != expected)} "
+                                     f"has {hi if expected == lo else lo}. Fix the data, or set handleInvalid='skip' "
+                                     f"to drop rows whose length is not {expected}")
+            input_shape = (int(expected),)
         sample_shape = tuple(fshape) if fshape else input_shape
         if math.prod(sample_shape) != math.prod(input_shape):
             raise ValueError(f"{stage}: featureShape {list(sample_shape)} has {math.prod(sample_shape)} elements but "
                              f"the rows of {list(cols)} have {math.prod(input_shape)} values (shape {input_shape})")
         return FeatureSpec(kind, tuple(cols), input_shape, sample_shape)
-
-    @staticmethod
-    def _label_size(lkind, stats):
-        if lkind == "scalar":
-            return 1
-        lo, hi = stats[0]["stats"][-2:]
-        return int(lo) if lo is not None and lo == hi else None  # mixed: the size check reports them
 
     def _apply_checks(self, st, spec, task, handle, stage):
         """Error mode: the checks that needed the network's output shape run (one small job) only when the label
