@@ -259,3 +259,18 @@ def test_local_data_copies_missing_rerun_identically(spark, caplog):
     import glob
     assert len(glob.glob(f"{copies}/*/part-0000[01]-x.npy")) >= 2
     data.unpersist()
+
+
+def test_uneven_partitions_warn_naming_the_fix(spark):
+    import warnings
+    x, y = _data(n=43)
+    sc = spark.sparkContext
+    uneven = sc.parallelize(list(zip(x[:40], y[:40])), 1).union(sc.parallelize(list(zip(x[40:], y[40:])), 1))
+    kw = dict(batch_size=43, end_trigger=MaxIteration(1), progress=False)
+    with pytest.warns(RuntimeWarning, match=r"very uneven \(largest 40 rows, smallest 3; more than 8x\).*"
+                                            r"rdd.repartition\(n\).*numPartitions"):
+        DistributedTrainer(_model(), nn.CrossEntropyLoss(), SGD(lr=0.1), **kw).fit(uneven)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        DistributedTrainer(_model(), nn.CrossEntropyLoss(), SGD(lr=0.1), **kw).fit(sc.parallelize(list(zip(x, y)), 2))
+    assert not [w for w in caught if "uneven" in str(w.message)]

@@ -159,3 +159,61 @@ def test_unshippable_layer_attribute_named_before_any_job(spark, blobs):
         assert f"network.3.resource holds a {kind}, which cannot be sent to the executors" in str(err), str(err)
         if hasattr(resource, "close"):
             resource.close()
+
+
+def _weighted_df(spark, n=30, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, 3))
+    y = rng.integers(0, 3, n)
+    w = rng.uniform(0.1, 3.0, n)
+    rows = [(i, Vectors.dense(a.tolist()), float(b), float(c)) for i, (a, b, c) in enumerate(zip(x, y, w))]
+    fields = [StructField("id", LongType()), StructField("features", VectorUDT()), StructField("label", DoubleType()),
+              StructField("w", DoubleType())]
+    return spark.createDataFrame(rows, StructType(fields)), x, y, w
+
+
+def _torch_step(net, x, loss_fn, lr):
+    """One SGD step of a single Linear layer with torch; returns (loss before, flat weight+bias after)."""
+    torch = pytest.importorskip("torch")
+    lin = torch.nn.Linear(3, net[0].out_features).double()
+    with torch.no_grad():
+        lin.weight.copy_(torch.from_numpy(net[0].weight.astype(np.float64)))
+        lin.bias.copy_(torch.from_numpy(net[0].bias.astype(np.float64)))
+    value = loss_fn(lin(torch.from_numpy(x)))
+    value.backward()
+    with torch.no_grad():
+        new = torch.cat([(lin.weight - lr * lin.weight.grad).reshape(-1), lin.bias - lr * lin.bias.grad])
+    return float(value), new.numpy()
+
+
+def test_weight_col_and_class_weights_give_the_weighted_mean_loss(spark):
+    torch = pytest.importorskip("torch")
+    df, x, y, w = _weighted_df(spark)
+    cw = [1.0, 2.0, 0.5]
+    net = nn.Sequential(nn.Linear(3, 3)).initialize(0)
+    model = DLClassifier(network=net, optimizer=SGD(lr=0.5), batchSize=30, maxEpoch=1, numPartitions=2,
+                         weightCol="w", classWeights=cw).fit(df)
+    per_row = torch.nn.CrossEntropyLoss(weight=torch.tensor(cw, dtype=torch.float64), reduction="none")
+    yt, wt = torch.from_numpy(y), torch.from_numpy(w)
+    ref_loss, ref_w = _torch_step(net, x, lambda z: (per_row(z, yt) * wt).sum() / (wt * torch.tensor(cw)[yt]).sum(), 0.5)
+    assert model.summary.loss[0] == pytest.approx(ref_loss, rel=1e-5)
+    np.testing.assert_allclose(model.network.flat_parameters, ref_w, rtol=1e-5, atol=1e-6)
+
+
+def test_weight_col_regression_and_bad_weights(spark):
+    torch = pytest.importorskip("torch")
+    df, x, y, w = _weighted_df(spark, seed=1)
+    net = nn.Sequential(nn.Linear(3, 1)).initialize(0)
+    model = DLEstimator(network=net, optimizer=SGD(lr=0.2), batchSize=30, maxEpoch=1, weightCol="w").fit(df)
+    yt, wt = torch.from_numpy(y.astype(np.float64)), torch.from_numpy(w)
+    ref_loss, ref_w = _torch_step(net, x, lambda z: (wt * (z[:, 0] - yt) ** 2).sum() / wt.sum(), 0.2)
+    assert model.summary.loss[0] == pytest.approx(ref_loss, rel=1e-5)
+    np.testing.assert_allclose(model.network.flat_parameters, ref_w, rtol=1e-5, atol=1e-6)
+    bad = df.withColumn("w", (df["id"] - 3).cast("double"))
+    with pytest.raises(ValueError, match=r"column 'w' has 3 of 30 rows with negative weights.*Row\(id=0"):
+        DLEstimator(network=net, maxEpoch=1, weightCol="w").fit(bad)
+    with pytest.raises(ValueError, match="classWeights has 2 entries but the network classifies 3 classes"):
+        DLClassifier(network=models.mlp(in_features=3, hidden=(4,), num_classes=3), classWeights=[1.0, 2.0],
+                     maxEpoch=1, featureShape=[3]).fit(df)
+    with pytest.raises(TypeError, match="weightCol 'features' must be a numeric column"):
+        DLEstimator(network=net, maxEpoch=1, weightCol="features").fit(df)

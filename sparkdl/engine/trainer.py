@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -203,6 +204,7 @@ class DistributedTrainer:
             if not self.validation_metrics:
                 raise ValueError("DistributedTrainer.fit: validation data given but validation_metrics is empty")
         self._check_feature_shape(data)
+        _warn_if_uneven(data.sizes)
         self.summary = TrainSummary(self.log_dir)
         try:
             self._fit(data, val, resume)
@@ -429,6 +431,22 @@ class DistributedTrainer:
         elif hasattr(t, "max_iteration"):
             total = t.max_iteration
         return tqdm(total=total, initial=self.state.iteration, unit="it", desc="sparkdl fit", dynamic_ncols=True)
+
+
+#: Largest / smallest partition size above which :meth:`DistributedTrainer.fit` warns.
+UNEVEN_PARTITIONS_RATIO = 8
+
+
+def _warn_if_uneven(sizes) -> None:
+    """Warn when the largest partition holds more than :data:`UNEVEN_PARTITIONS_RATIO` times the smallest: each
+    iteration waits for the task with the largest share of the batch."""
+    if len(sizes) < 2 or max(sizes) <= UNEVEN_PARTITIONS_RATIO * min(sizes):
+        return
+    warnings.warn(f"DistributedTrainer.fit: the training partitions are very uneven (largest {max(sizes)} rows, "
+                  f"smallest {min(sizes)}; more than {UNEVEN_PARTITIONS_RATIO}x): every iteration waits for the "
+                  "partition with the largest share of the batch. Rebalance the data before fit with "
+                  "rdd.repartition(n) (DataBlocks.from_numpy splits evenly; DLClassifier/DLEstimator: the "
+                  "numPartitions Param)", RuntimeWarning, stacklevel=3)
 
 
 def _is_spark_failure(e: BaseException) -> bool:

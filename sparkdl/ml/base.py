@@ -134,7 +134,7 @@ def probe_loss(network, loss, sample_shape, label: LabelSpec, stage: str, label_
         value, cache = loss.forward(out, target)
         loss.backward(cache, np.ones_like(value) if isinstance(value, np.ndarray) else 1.0)
         loss.normalizer(target)
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, NotImplementedError) as e:
         raise ValueError(
             f"{stage}: the loss {loss!r} does not fit the network's output and the labels: the network outputs "
             f"a batch of shape {_batch_shape(out.shape[1:])} and labelCol {label_col!r} reaches the loss as shape "

@@ -25,6 +25,7 @@ from pyspark.sql.types import BooleanType
 
 from sparkdl.engine.shipping import check_shippable
 from sparkdl.ml import validation as V
+from sparkdl.ml import weights as W
 from sparkdl.ml.arrow import FeatureSpec
 from sparkdl.ml.base import DLEstimatorParams, EstimatorSetters, accepted_lengths, probe_loss, probe_network
 from sparkdl.ml.data import repartition, to_blocks
@@ -96,6 +97,9 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
         lkind = V.column_kind(lfield.dataType)
         self._task_check_label(lkind, stage, lname, lfield.dataType)
         frames = self._frames(dataset, kind, lkind, stage)
+        wcol = self._value(self.weightCol)
+        if wcol:
+            W.check_weight_column(dataset.schema, stage, wcol)
         fshape = tuple(self._value(self.featureShape) or ()) or None
         handle = self.getHandleInvalid()
         if fshape or kind == "scalar":  # the per-row input shape is known without looking at the data
@@ -109,9 +113,16 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
         prepared = [self._apply_checks(st, spec, task, handle, stage) for st in stats]
 
         train_df, val_df = self._split(prepared)
-        trainer = self._trainer(net, loss, task.metrics if val_df is not None else (), task.num_classes)
+        train_label, train_loss, label_col = task.label, loss, None
+        if self._weighted():
+            weight = W.weight_expr(wcol, self._class_weights(task, stage), lname)
+            train_label, label_col = W.weighted_label(task.label, lkind, lname, weight)
+            train_loss = W.weighted_loss(loss, task.label, stage)
+            probe_loss(net, train_loss, spec.sample_shape, train_label, stage, lname, "use a sparkdl loss")
+        trainer = self._trainer(net, train_loss, task.metrics if val_df is not None else (),
+                                None if self._weighted() else task.num_classes)
         n = self._value(self.numPartitions) or dataset.sparkSession.sparkContext.defaultParallelism
-        train = self._blocks(repartition(train_df, n), spec, task.label, lname, lkind)
+        train = self._blocks(repartition(train_df, n), spec, train_label, lname, lkind, label_col)
         val = None
         try:
             if train.num_samples == 0:
@@ -158,9 +169,25 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
                      directory)
         return bool(found)
 
-    def _blocks(self, df, spec, label, lname, lkind):
+    def _blocks(self, df, spec, label, lname, lkind, label_col=None):
         return to_blocks(df, spec, V.feature_exprs(spec.kind, spec.columns, df.schema), label,
-                         V.label_expr(lkind, lname, df.schema))
+                         V.label_expr(lkind, lname, df.schema) if label_col is None else label_col)
+
+    def _weighted(self) -> bool:
+        return bool(self._value(self.weightCol)) or bool(self._class_weight_values())
+
+    def _class_weight_values(self):
+        return self._value(self.classWeights) if self.hasParam("classWeights") else None
+
+    def _class_weights(self, task, stage):
+        """``classWeights`` checked against the number of classes (None when unset)."""
+        weights = self._class_weight_values()
+        if weights:
+            classes = task.num_classes or 2
+            if len(weights) != classes:
+                raise ValueError(f"{stage}: classWeights has {len(weights)} entries but the network classifies "
+                                 f"{classes} classes; give one weight per class index 0..{classes - 1}")
+        return weights
 
     def _frames(self, dataset, kind, lkind, stage):
         """[(name, DataFrame)]: the training data, plus ``validationData`` when set (type-checked)."""
@@ -192,6 +219,8 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
         ind = self._value(self.validationIndicatorCol)
         if ind:
             checks.append(V.Check(ind, "null values", F.col(V.quote(ind)).isNull()))
+        if self._value(self.weightCol) and name == "training data":
+            checks += W.weight_checks(self.getWeightCol())
         aggs = []
         c0 = F.col(V.quote(cols[0]))
         if kind in ("vector", "array"):
