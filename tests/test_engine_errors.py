@@ -105,7 +105,7 @@ def test_report_round_trip_without_spark():
     err = original_error(wrapped)
     assert type(err) is KeyError
     assert "weight" in str(err) and "data partition 3, epoch 1, iteration 5" in str(err)
-    assert "rows = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, ...]" in str(err)
+    assert "rows = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]" in str(err)
     assert original_error(RuntimeError("Lost executor 1")) is None
 
 

@@ -32,7 +32,7 @@ __all__ = ["TaskError", "TaskErrorReport", "TrainingDivergedError", "task_contex
 #: Prefix of the encoded report in a :class:`TaskError` message.
 MARKER = "sparkdl-task-error:"
 _ENCODED = re.compile(re.escape(MARKER) + r"([A-Za-z0-9+/=]+)")
-_SHOWN_ROWS = 12
+_SHOWN_ROWS = 32
 
 
 class TrainingDivergedError(FloatingPointError):

@@ -121,6 +121,14 @@ class DistributedTrainer:
     ------
     TypeError, ValueError
         For invalid arguments, before any Spark job runs.
+
+    Notes
+    -----
+    BatchNorm is the one exception to global-mean semantics: in training mode its batch statistics are those of
+    each partition's share of the global batch (as PyTorch DDP without SyncBatchNorm), and the new running
+    statistics are the shares' running statistics averaged with their row counts as weights. A share of one
+    row is normalised with the running statistics (see :class:`sparkdl.nn.BatchNorm1d`); empty shares do not
+    count. ``sparkdl.trainer.train_step(..., groups=shares)`` computes exactly the same step in one process.
     """
 
     def __init__(self, model, loss, optimizer, *, batch_size: int, end_trigger: Trigger | None = None,

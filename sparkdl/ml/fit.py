@@ -4,13 +4,20 @@ in :mod:`sparkdl.nn` and the engine.
 
 Order of work (every check happens before training starts):
 
-1. schema: the feature/label/indicator columns exist and have supported types;
-2. one aggregation job per DataFrame counts every kind of bad row and gathers shape statistics
-   (``handleInvalid='error'`` raises here, naming the column, the count and an example row);
-3. the network is probed with one row of zeros: its output width decides the label checks (class range,
-   multi-output length), run as a small job only when the statistics show a problem;
+0. the network, loss and optimizer can be pickled for the executors (else the attribute path is named);
+   ``resume`` needs ``checkpointDir``;
+1. schema: the feature/label/indicator/weight columns exist and have supported types;
+2. the network and the loss are probed on the driver: rows of zeros through the network, and the loss forward
+   and backward on its output with labels shaped as training will give them (before any job when
+   ``featureShape`` or ``featuresCols`` fixes the input shape, else after step 3);
+3. one aggregation job per DataFrame counts every kind of bad row and gathers shape statistics
+   (``handleInvalid='error'`` raises here, naming the column, the count and an example row); the output width
+   decides the label checks (class range, multi-output length), run as a small job only when the statistics
+   show a problem; rows of several lengths are checked against the length the network accepts;
 4. 'skip'/'keep': the bad rows are filtered out in SQL, counted (rows in minus rows cached) and logged;
-5. repartition to ``numPartitions``, Arrow -> :class:`~sparkdl.engine.DataBlocks`, train, unpersist.
+5. repartition to ``numPartitions`` keeping the row order (:func:`~sparkdl.ml.data.repartition`), Arrow ->
+   :class:`~sparkdl.engine.DataBlocks` (labels with their sample weights, see :mod:`sparkdl.ml.weights`),
+   train (resuming from ``checkpointDir`` with ``resume``), unpersist.
 """
 from __future__ import annotations
 
