@@ -29,7 +29,8 @@ def blobs():
 
 def _clf(**kw):
     net = kw.pop("network", None) or models.mlp(in_features=3, hidden=(8,), num_classes=3).initialize(0)
-    return DLClassifier(network=net, optimizer=SGD(lr=0.1, momentum=0.9), batchSize=40, seed=3, **kw)
+    kw.setdefault("optimizer", SGD(lr=0.1, momentum=0.9))
+    return DLClassifier(network=net, batchSize=40, seed=3, **kw)
 
 
 def test_same_trajectory_whatever_num_partitions(spark, blobs):
@@ -183,7 +184,7 @@ def _torch_step(net, x, loss_fn, lr):
     value.backward()
     with torch.no_grad():
         new = torch.cat([(lin.weight - lr * lin.weight.grad).reshape(-1), lin.bias - lr * lin.bias.grad])
-    return float(value), new.numpy()
+    return float(value.detach()), new.numpy()
 
 
 def test_weight_col_and_class_weights_give_the_weighted_mean_loss(spark):

@@ -39,9 +39,16 @@ def _children(obj):
     elif isinstance(obj, (list, tuple, set, frozenset)):
         for i, value in enumerate(obj):
             yield f"[{i}]", value
-    elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+    elif hasattr(obj, "__dict__") and not isinstance(obj, type) and _pickled_by_dict(type(obj)):
         for name, value in vars(obj).items():
             yield f".{name}", value
+
+
+def _pickled_by_dict(cls) -> bool:
+    """Plain objects are pickled through their ``__dict__``; a class with its own pickling hooks (a SparkContext
+    refuses in ``__getnewargs__``) is reported as a whole."""
+    hooks = ("__reduce__", "__reduce_ex__", "__getstate__", "__getnewargs__", "__getnewargs_ex__")
+    return all(getattr(cls, h, None) is getattr(object, h, None) for h in hooks)
 
 
 def _culprit(obj, path: str, error: Exception, depth: int = 0):
