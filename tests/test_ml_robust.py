@@ -149,11 +149,12 @@ def test_feature_length_mismatch_names_expected_length_and_skip_drops(spark, blo
         DLClassifier(network=models.mlp(in_features=5, hidden=(4,), num_classes=3), maxEpoch=1).fit(_df(spark, x, y))
 
 
-def test_unshippable_layer_attribute_named_before_any_job(spark, blobs):
+def test_unshippable_layer_attribute_named_before_any_job(spark, blobs, tmp_path):
     import threading
     df = _df(spark, *blobs)
+    log_file = open(tmp_path / "layer.log", "w")  # noqa: SIM115 - closed below
     for resource, kind in ((threading.Lock(), "_thread.lock"), (spark.sparkContext, "pyspark.core.context.SparkContext"),
-                           (open(__file__), "_io.TextIOWrapper")):
+                           (log_file, "_io.TextIOWrapper")):
         net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 3), HoldsResource(resource))
         err, jobs = _jobs_run(spark, lambda: DLClassifier(network=net, maxEpoch=1).fit(df))
         assert isinstance(err, TypeError) and jobs == 0, (err, jobs)

@@ -89,7 +89,8 @@ def test_network_shape_mismatch_and_feature_shape(spark, rows):
     df = _df(spark, rows)
     _fails(spark, _clf(network=_net(in_features=5)), df, ValueError, "does not accept rows of shape (3,)",
            "featureShape")
-    _fails(spark, _clf(featureShape=[2, 2]), df, ValueError, "a length other than 4", "Row(id=0")
+    _fails(spark, _clf(network=_net(in_features=4), featureShape=[2, 2]), df, ValueError,
+           "a length other than 4 (featureShape [2, 2])", "Row(id=0")
 
 
 def test_regression_label_checks(spark):

@@ -221,7 +221,8 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
     def _phase1(self, df, name, kind, cols, lkind, lname, fshape, stage) -> dict:
         schema = df.schema
         size = math.prod(fshape) if fshape and kind in ("vector", "array") else None
-        checks = V.feature_checks(kind, cols, schema, size) + \
+        source = f"featureShape {list(fshape)}" if size else ""
+        checks = V.feature_checks(kind, cols, schema, size, size_source=source) + \
             V.label_checks(lkind, lname, schema, self._classification)
         ind = self._value(self.validationIndicatorCol)
         if ind:
