@@ -153,8 +153,8 @@ def test_unshippable_layer_attribute_named_before_any_job(spark, blobs, tmp_path
     import threading
     df = _df(spark, *blobs)
     log_file = open(tmp_path / "layer.log", "w")  # noqa: SIM115 - closed below
-    for resource, kind in ((threading.Lock(), "_thread.lock"), (spark.sparkContext, "pyspark.core.context.SparkContext"),
-                           (log_file, "_io.TextIOWrapper")):
+    for resource, kind in ((threading.Lock(), "_thread.lock"),
+                           (spark.sparkContext, "pyspark.core.context.SparkContext"), (log_file, "_io.TextIOWrapper")):
         net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 3), HoldsResource(resource))
         err, jobs = _jobs_run(spark, lambda: DLClassifier(network=net, maxEpoch=1).fit(df))
         assert isinstance(err, TypeError) and jobs == 0, (err, jobs)
@@ -197,7 +197,8 @@ def test_weight_col_and_class_weights_give_the_weighted_mean_loss(spark):
                          weightCol="w", classWeights=cw).fit(df)
     per_row = torch.nn.CrossEntropyLoss(weight=torch.tensor(cw, dtype=torch.float64), reduction="none")
     yt, wt = torch.from_numpy(y), torch.from_numpy(w)
-    ref_loss, ref_w = _torch_step(net, x, lambda z: (per_row(z, yt) * wt).sum() / (wt * torch.tensor(cw)[yt]).sum(), 0.5)
+    weighted_mean = lambda z: (per_row(z, yt) * wt).sum() / (wt * torch.tensor(cw)[yt]).sum()  # noqa: E731
+    ref_loss, ref_w = _torch_step(net, x, weighted_mean, 0.5)
     assert model.summary.loss[0] == pytest.approx(ref_loss, rel=1e-5)
     np.testing.assert_allclose(model.network.flat_parameters, ref_w, rtol=1e-5, atol=1e-6)
 

@@ -22,7 +22,8 @@ def save_training_checkpoint(trainer, states: list) -> str:
     schedule = getattr(trainer.optimizer, "schedule", None)
     return save_checkpoint(
         trainer.checkpoint_dir, trainer.model, iteration=trainer.state.iteration, epoch=trainer.state.epoch,
-        samples_seen=int(trainer.samples_seen), optimizer=trainer.optimizer, optimizer_state=opt_state, schedule=schedule,
+        samples_seen=int(trainer.samples_seen), optimizer=trainer.optimizer, optimizer_state=opt_state,
+        schedule=schedule,
         extras={"iteration_in_epoch": trainer._iteration_in_epoch, "seed": trainer.seed,
                 "batch_size": trainer.batch_size, "score": trainer.state.score},
         keep_last=trainer.keep_checkpoints)

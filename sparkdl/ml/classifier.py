@@ -173,8 +173,8 @@ class DLClassifier(DLEstimatorBase, _ClassifierParams, HasClassWeights):
     def _task_loss_fixes(self, out_shape):
         c = int(np.prod(out_shape))
         if c == 1:
-            return ("with one output unit the labels are 0/1 targets of shape (N, 1): use BCEWithLogitsLoss (or BCELoss "
-                    "after a Sigmoid), or give the network one output unit per class for a categorical loss")
+            return ("with one output unit the labels are 0/1 targets of shape (N, 1): use BCEWithLogitsLoss (or "
+                    "BCELoss after a Sigmoid), or give the network one output unit per class for a categorical loss")
         return (f"for {c} class scores use a categorical loss (CrossEntropyLoss, or NLLLoss after LogSoftmax), or give "
                 "the network one output unit (a binary classifier of one logit, labels 0/1, BCEWithLogitsLoss)")
 

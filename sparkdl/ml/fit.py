@@ -282,9 +282,10 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
                 expected = accepted[0]
                 if handle == "error":
                     raise ValueError(f"{stage}: column {cols[0]!r} holds {kind}s of {lo} to {hi} values, but the "
-                                     f"network takes {expected} values per row; e.g. {V.example_row(df, c != expected)} "
-                                     f"has {hi if expected == lo else lo}. Fix the data, or set handleInvalid='skip' "
-                                     f"to drop rows whose length is not {expected}")
+                                     f"network takes {expected} values per row; e.g. "
+                                     f"{V.example_row(df, c != expected)} has {hi if expected == lo else lo}. Fix "
+                                     f"the data, or set handleInvalid='skip' to drop rows whose length is not "
+                                     f"{expected}")
             input_shape = (int(expected),)
         sample_shape = tuple(fshape) if fshape else input_shape
         if math.prod(sample_shape) != math.prod(input_shape):

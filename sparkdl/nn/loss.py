@@ -615,7 +615,8 @@ class SampleWeightedLoss(Loss):
 
     def _backward(self, state, g):
         inner, scale, shape = state
-        return self.loss._backward(inner, np.ascontiguousarray(np.broadcast_to(np.asarray(g, np.float64) * scale, shape)))
+        scaled = np.broadcast_to(np.asarray(g, np.float64) * scale, shape)
+        return self.loss._backward(inner, np.ascontiguousarray(scaled))
 
     def get_config(self):
         return {"loss": {"class": type(self.loss).__name__, "config": self.loss.get_config()},
