@@ -110,6 +110,7 @@ def test_batchnorm_and_dropout_equal_single_process_with_groups(spark, n, partit
     assert float(dist[1].num_batches_tracked) == 2 * (-(-n // batch_size))
 
 
+@pytest.mark.filterwarnings("ignore:DistributedTrainer.fit. the training partitions are very uneven")
 def test_three_samples_on_eight_partitions(spark):
     x, y = _data(n=3)
     ref = _model()
