@@ -53,6 +53,9 @@ def test_resume_keeps_counting_samples_seen(spark, tmp_path):
     trainer.fit(data, resume=True)  # checkpoints again at iteration 9
     ckpt = load_checkpoint(str(tmp_path))
     assert ckpt.iteration == 9 and ckpt.samples_seen == trainer.samples_seen == 2 * 60 + 16
+    with pytest.raises(ValueError, match=r"written by a run with \{'seed': 0, 'batch_size': 16\}, this run has "
+                                         r"\{'seed': 1, 'batch_size': 16\}"):
+        _trainer(_model(), 12, str(tmp_path), seed=1).fit(data, resume=True)
 
 
 def test_resume_without_checkpoint_is_clear_error(spark, tmp_path):
