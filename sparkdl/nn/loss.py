@@ -433,7 +433,7 @@ class BCEWithLogitsLoss(_ElementwiseLoss):
     def _compute(self, input, target):
         t = self._pair(input, target)
         x = np.ascontiguousarray(input)
-        if self.weight is not None and not self._broadcasts_to(x.shape):
+        if self.weight is not None and not _broadcasts(self.weight, x.shape):
             raise ValueError(f"BCEWithLogitsLoss: weight of shape {self.weight.shape} does not broadcast to "
                              f"the input shape {x.shape}")
         pw = np.zeros(0, np.float64) if self.pos_weight is None else self.pos_weight
@@ -444,12 +444,6 @@ class BCEWithLogitsLoss(_ElementwiseLoss):
         if self.weight is not None:
             losses = losses * self.weight
         return losses, float(x.size), (x, t, pw)
-
-    def _broadcasts_to(self, shape):
-        try:
-            return np.broadcast_shapes(self.weight.shape, shape) == shape
-        except ValueError:
-            return False
 
     def _backward(self, state, g):
         x, t, pw = state
