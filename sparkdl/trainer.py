@@ -23,7 +23,8 @@ import numpy as np
 from sparkdl.metrics import ValidationMethod
 from sparkdl.nn.module import Module
 
-__all__ = ["History", "train_step", "fit", "evaluate", "predict", "sum_reduction", "gradient_sum"]
+__all__ = ["History", "train_step", "fit", "evaluate", "predict", "sum_reduction", "gradient_sum",
+           "grouped_gradient_sum"]
 
 
 @dataclass
@@ -68,8 +69,43 @@ def gradient_sum(model, loss_sum, xb, yb, rng, grad_out):
     return float(value), float(loss_sum.normalizer(yb))
 
 
+def grouped_gradient_sum(model, loss_sum, xb, yb, rngs, groups, grad_out):
+    """:func:`gradient_sum` the way the distributed engine computes it, one group of rows at a time.
+
+    Group ``g`` is the next ``groups[g]`` rows of the batch (a Spark partition's share of a global batch). Each
+    non-empty group runs forward/backward on its own, with its own ``rngs[g]`` and from the same starting
+    buffers, so layers that use batch statistics (BatchNorm) see that group only; the gradient sums are added
+    in group order in the model's dtype, the loss sums and normalizers added, and the buffers (BatchNorm running
+    statistics) become the row-weighted average of the groups' buffers. Returns ``(loss_sum, normalizer)``.
+    """
+    sizes = [int(g) for g in groups]
+    if any(g < 0 for g in sizes) or sum(sizes) != len(xb):
+        raise ValueError(f"groups must be non-negative row counts summing to the batch size {len(xb)}, got {sizes}")
+    rngs = [None] * len(sizes) if rngs is None else list(rngs)
+    if len(rngs) != len(sizes):
+        raise ValueError(f"with groups, rng must be None or one generator per group ({len(sizes)}), got {len(rngs)}")
+    start_buffers = model.flat_buffers.copy()
+    buffers, grad = None, np.empty_like(grad_out)
+    grad_out[...] = 0
+    total = norm = 0.0
+    lo, rows = 0, 0
+    for size, rng in zip(sizes, rngs):
+        if size == 0:
+            continue
+        model.flat_buffers[...] = start_buffers
+        value, count = gradient_sum(model, loss_sum, xb[lo:lo + size], yb[lo:lo + size], rng, grad)
+        grad_out += grad
+        total, norm = total + value, norm + count
+        weighted = model.flat_buffers * model.dtype.type(size)
+        buffers = weighted if buffers is None else buffers + weighted
+        lo, rows = lo + size, rows + size
+    if buffers is not None and buffers.size:
+        model.flat_buffers[...] = buffers / model.dtype.type(rows)
+    return total, norm
+
+
 def train_step(model: Module, loss, optimizer, opt_state, xb: np.ndarray, yb: np.ndarray, lr: float | None,
-               rng: np.random.Generator | None, *, grad_buffer: np.ndarray | None = None) -> float:
+               rng, *, grad_buffer: np.ndarray | None = None, groups=None) -> float:
     """One optimisation step on the batch ``(xb, yb)``; updates ``model`` and ``opt_state`` in place.
 
     Parameters
@@ -88,9 +124,14 @@ def train_step(model: Module, loss, optimizer, opt_state, xb: np.ndarray, yb: np
     lr : float or None
         Learning rate for this step (``None``: the optimizer's own).
     rng : numpy.random.Generator or None
-        Randomness of the forward pass (Dropout).
+        Randomness of the forward pass (Dropout); with ``groups``, a sequence of one generator (or None) per group.
     grad_buffer : ndarray, optional
         Reused flat gradient storage (saves an allocation per step).
+    groups : sequence of int, optional
+        Compute the step as the distributed engine does with one group per Spark partition: the batch is
+        the concatenation of ``len(groups)`` consecutive groups of ``groups[g]`` rows, each run forward and
+        backward separately (BatchNorm statistics per group; see :func:`grouped_gradient_sum`). Default: one
+        group.
 
     Returns
     -------
@@ -98,7 +139,10 @@ def train_step(model: Module, loss, optimizer, opt_state, xb: np.ndarray, yb: np
         The batch's mean loss (``sum / normalizer``).
     """
     grads = model.zeros_like_parameters() if grad_buffer is None else grad_buffer
-    total, count = gradient_sum(model, sum_reduction(loss), xb, yb, rng, grads)
+    if groups is None:
+        total, count = gradient_sum(model, sum_reduction(loss), xb, yb, rng, grads)
+    else:
+        total, count = grouped_gradient_sum(model, sum_reduction(loss), xb, yb, rng, groups, grads)
     if count <= 0:
         raise ValueError(f"train_step: loss.normalizer(yb) must be > 0, got {count}")
     grads /= count

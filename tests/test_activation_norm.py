@@ -96,17 +96,36 @@ def test_noncontiguous_input():
 
 # ------------------------------------------------------------------------------------------- BatchNorm
 @pytest.mark.parametrize("make,shape", [(lambda: nn.BatchNorm1d(4), (1, 4)), (lambda: nn.BatchNorm1d(4), (1, 4, 1)),
-                                        (lambda: nn.BatchNorm2d(4), (1, 4, 1, 1)),
-                                        (lambda: nn.BatchNorm1d(4, track_running_stats=False), (1, 4))])
-def test_batchnorm_single_value_per_channel_in_training_is_error(make, shape):
-    layer = make()
-    x = np.ones(shape, np.float32)
-    with pytest.raises(ValueError, match="expected more than 1 value per channel"):
-        layer.forward(x, training=True)
-    if layer.track_running_stats:  # evaluation with running statistics is fine (and changes nothing)
-        before = layer.flat_buffers.copy()
-        np.testing.assert_allclose(layer(x), np.ones(shape) / np.sqrt(1 + 1e-5), rtol=1e-6)
-        np.testing.assert_array_equal(layer.flat_buffers, before)
+                                        (lambda: nn.BatchNorm2d(4), (1, 4, 1, 1))])
+def test_batchnorm_single_value_per_channel_in_training_uses_running_stats(make, shape):
+    """A one-row share of a data-parallel batch (PyTorch raises): normalised and differentiated exactly as in
+    evaluation; running mean/variance unchanged, the batch counted."""
+    layer = make().astype(np.float64)
+    layer.running_mean[...] = [0.5, -1.0, 2.0, 0.0]
+    layer.running_var[...] = [4.0, 0.25, 1.0, 9.0]
+    layer.weight[...] = [1.0, 2.0, -1.0, 0.5]
+    layer.bias[...] = [0.0, 0.1, 0.2, 0.3]
+    x = np.arange(1.0, 5.0).reshape(shape)
+    y, gx, gy = _run(layer, x, training=True)
+    c = (1, 4) + (1,) * (len(shape) - 2)
+    rm, rv = np.array([0.5, -1.0, 2.0, 0.0]).reshape(c), np.array([4.0, 0.25, 1.0, 9.0]).reshape(c)
+    w, b = np.array([1.0, 2.0, -1.0, 0.5]).reshape(c), np.array([0.0, 0.1, 0.2, 0.3]).reshape(c)
+    np.testing.assert_allclose(y, (x - rm) / np.sqrt(rv + 1e-5) * w + b, rtol=1e-12)
+    np.testing.assert_allclose(gx, gy * w / np.sqrt(rv + 1e-5), rtol=1e-12)
+    np.testing.assert_array_equal(layer.running_mean, rm.reshape(-1))
+    np.testing.assert_array_equal(layer.running_var, rv.reshape(-1))
+    assert float(layer.num_batches_tracked) == 1
+
+
+def test_batchnorm_single_value_without_running_stats_outputs_bias():
+    layer = nn.BatchNorm1d(3, track_running_stats=False).astype(np.float64)
+    layer.bias[...] = [1.0, 2.0, 3.0]
+    y, gx, gy = _run(layer, np.array([[5.0, -2.0, 7.0]]), training=True)
+    np.testing.assert_array_equal(y, [[1.0, 2.0, 3.0]])  # x - mean(x) = 0 with one value
+    np.testing.assert_array_equal(gx, np.zeros((1, 3)))
+    g = layer.zeros_like_parameters()
+    layer.backward(layer.forward(np.array([[5.0, -2.0, 7.0]]), training=True)[1], gy, g)
+    np.testing.assert_array_equal(layer.grad_views(g)["bias"], gy[0])
 
 
 def _numpy_bn_steps(batches, momentum, eps=1e-5):

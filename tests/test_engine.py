@@ -5,6 +5,7 @@ import pytest
 from sparkdl import nn
 from sparkdl.engine import DataBlocks, DistributedTrainer, MaxEpoch, MaxIteration, TrainingDivergedError
 from sparkdl.engine.plan import global_batch
+from sparkdl.engine.worker import dropout_rng
 from sparkdl.jvm import persistent_rdd_count
 from sparkdl.metrics import Top1Accuracy
 from sparkdl.optim import SGD, Adam
@@ -63,6 +64,53 @@ def test_trajectory_independent_of_partitioning(spark, partitions):
     np.testing.assert_allclose(summary.loss, ref_losses, rtol=1e-5)
 
 
+def _grouped_reference(model, loss, opt, x, y, sizes, batch_size, epochs, seed):
+    """Single-process steps with the engine's semantics for BatchNorm and Dropout: each global batch split into
+    the partitions' shares (``groups``), each share with its partition's Dropout generator."""
+    opt.configure(model.parameter_layout())
+    state = opt.init_state(0, model.num_parameters())
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    losses, g, n = [], 0, len(x)
+    for epoch in range(epochs):
+        for i in range(-(-n // batch_size)):
+            ids = np.sort(global_batch(seed, epoch, n, batch_size, i))
+            groups = [int(np.count_nonzero((ids >= lo) & (ids < hi))) for lo, hi in zip(offsets[:-1], offsets[1:])]
+            rngs = [dropout_rng(seed, epoch, g, p) for p in range(len(sizes))]
+            losses.append(train_step(model, loss, opt, state, x[ids], y[ids], None, rngs, groups=groups))
+            g += 1
+    return losses
+
+
+def _bn_dropout_model(d=6, classes=3, seed=1):
+    return nn.Sequential(nn.Linear(d, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(0.3),
+                         nn.Linear(16, classes)).initialize(seed)
+
+
+@pytest.mark.parametrize("n,partitions,batch_size", [(96, 3, 20), (30, 8, 6)])
+def test_batchnorm_and_dropout_equal_single_process_with_groups(spark, n, partitions, batch_size):
+    """(30, 8, 6): partitions of 3-4 rows get shares of 0, 1 or 2 rows of each batch of 6."""
+    x, y = _data(n=n)
+    data = DataBlocks.from_samples(spark.sparkContext.parallelize(list(zip(x, y)), partitions))
+    shares = [np.count_nonzero(np.isin(np.sort(global_batch(5, 0, n, batch_size, i)),
+                                       np.arange(lo, lo + s))) for i in range(n // batch_size)
+              for lo, s in zip(np.cumsum([0] + data.sizes[:-1]), data.sizes)]
+    ref = _bn_dropout_model()
+    ref_losses = _grouped_reference(ref, nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), x, y, data.sizes,
+                                    batch_size, 2, seed=5)
+    dist = _bn_dropout_model()
+    trainer = DistributedTrainer(dist, nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), batch_size=batch_size,
+                                 end_trigger=MaxEpoch(2), seed=5, progress=False)
+    summary = trainer.fit(data)
+    data.unpersist()
+    if partitions == 8:
+        assert 1 in shares  # the case PyTorch would reject: one row per BatchNorm channel
+    np.testing.assert_allclose(summary.loss, ref_losses, rtol=1e-5)
+    np.testing.assert_allclose(dist.flat_parameters, ref.flat_parameters, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dist.flat_buffers, ref.flat_buffers, rtol=1e-4, atol=1e-5)
+    assert float(dist[1].num_batches_tracked) == 2 * (-(-n // batch_size))
+
+
+@pytest.mark.filterwarnings("ignore:DistributedTrainer.fit. the training partitions are very uneven")
 def test_three_samples_on_eight_partitions(spark):
     x, y = _data(n=3)
     ref = _model()
@@ -213,3 +261,18 @@ def test_local_data_copies_missing_rerun_identically(spark, caplog):
     import glob
     assert len(glob.glob(f"{copies}/*/part-0000[01]-x.npy")) >= 2
     data.unpersist()
+
+
+def test_uneven_partitions_warn_naming_the_fix(spark):
+    import warnings
+    x, y = _data(n=43)
+    sc = spark.sparkContext
+    uneven = sc.parallelize(list(zip(x[:40], y[:40])), 1).union(sc.parallelize(list(zip(x[40:], y[40:])), 1))
+    kw = dict(batch_size=43, end_trigger=MaxIteration(1), progress=False)
+    with pytest.warns(RuntimeWarning, match=r"very uneven \(largest 40 rows, smallest 3; more than 8x\).*"
+                                            r"rdd.repartition\(n\).*numPartitions"):
+        DistributedTrainer(_model(), nn.CrossEntropyLoss(), SGD(lr=0.1), **kw).fit(uneven)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        DistributedTrainer(_model(), nn.CrossEntropyLoss(), SGD(lr=0.1), **kw).fit(sc.parallelize(list(zip(x, y)), 2))
+    assert not [w for w in caught if "uneven" in str(w.message)]

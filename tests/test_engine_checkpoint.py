@@ -45,6 +45,19 @@ def test_resume_equals_uninterrupted_run(spark, tmp_path):
     assert ckpt.iteration == 6 and ckpt.epoch == 1  # 60 samples / 16 = 4 iterations per epoch
 
 
+def test_resume_keeps_counting_samples_seen(spark, tmp_path):
+    data, _, _ = _setup(spark)
+    _trainer(_model(), 6, str(tmp_path)).fit(data)
+    assert load_checkpoint(str(tmp_path)).samples_seen == 16 * 3 + 12 + 16 * 2  # 60 samples, batches of 16
+    trainer = _trainer(_model(), 9, str(tmp_path))
+    trainer.fit(data, resume=True)  # checkpoints again at iteration 9
+    ckpt = load_checkpoint(str(tmp_path))
+    assert ckpt.iteration == 9 and ckpt.samples_seen == trainer.samples_seen == 2 * 60 + 16
+    with pytest.raises(ValueError, match=r"written by a run with \{'seed': 0, 'batch_size': 16\}, this run has "
+                                         r"\{'seed': 1, 'batch_size': 16\}"):
+        _trainer(_model(), 12, str(tmp_path), seed=1).fit(data, resume=True)
+
+
 def test_resume_without_checkpoint_is_clear_error(spark, tmp_path):
     data, _, _ = _setup(spark)
     with pytest.raises(FileNotFoundError):

@@ -40,6 +40,11 @@ def _ref_elementwise(loss, x, t):
         if b == 0:
             return a, np.sign(d)
         return np.where(a < b, 0.5 * d * d / max(b, 1e-300), a - 0.5 * b), np.where(a < b, d / max(b, 1e-300), np.sign(d))
+    if name == "BCELoss":
+        w = 1.0 if loss.weight is None else loss.weight
+        log_p = np.maximum(np.log(np.where(x > 0, x, 1e-300)), -100.0)
+        log_q = np.maximum(np.log(np.where(x < 1, 1 - x, 1e-300)), -100.0)
+        return -w * (t * log_p + (1 - t) * log_q), w * (x - t) / np.maximum(x * (1 - x), 1e-12)
     assert name == "BCEWithLogitsLoss"
     pw = 1.0 if loss.pos_weight is None else loss.pos_weight
     w = 1.0 if loss.weight is None else loss.weight
@@ -148,7 +153,7 @@ def test_batch_of_one_matches_pytorch(case):
     x, t = _inputs(case, 7)
     x, t = np.ascontiguousarray(x[:1]), np.ascontiguousarray(t[:1])
     loss = case.make()
-    if isinstance(loss, L.BCEWithLogitsLoss) and loss.weight is not None and loss.weight.ndim == x.ndim:
+    if isinstance(loss, (L.BCEWithLogitsLoss, L.BCELoss)) and loss.weight is not None and loss.weight.ndim == x.ndim:
         pytest.skip("a per-row BCE weight of length N does not apply to one row")
     value, cache = loss.forward(x, t)
     tv, tg = _torch_run(case, x, t)
@@ -187,6 +192,8 @@ def test_large_logits_are_finite_and_exact(case):
     x = (x * 1e4).astype(np.float32)
     if isinstance(case.make(), L.NLLLoss):
         x = np.minimum(x, 0)  # log-probabilities are <= 0
+    if isinstance(case.make(), L.BCELoss):
+        x = np.clip(x - 5e3, 0, 1)  # probabilities saturated at exactly 0 and 1: the log clamp at -100
     loss = case.make()
     value, cache = loss.forward(x, t)
     grad = loss.backward(cache)
@@ -228,6 +235,28 @@ def test_input_is_not_modified(case):
 
 
 # ---------------------------------------------------------------------------------------- specific values
+def test_bce_probabilities_saturated_match_pytorch_clamp():
+    p = np.array([0.0, 1.0, 0.0, 1.0, 1e-30, 1 - 2 ** -24, 0.5], np.float32)
+    t = np.array([1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0], np.float32)
+    loss = L.BCELoss(reduction="none")
+    value, cache = loss.forward(p, t)
+    grad = loss.backward(cache, np.ones(7))
+    tp, tt = torch.tensor(p, requires_grad=True), torch.tensor(t)
+    ref = torch.nn.BCELoss(reduction="none")(tp, tt)
+    ref.sum().backward()
+    np.testing.assert_allclose(value, ref.detach().numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(value[:4], [100.0, 100.0, 0.0, 0.0])
+    np.testing.assert_allclose(grad, tp.grad.numpy(), rtol=1e-5)
+    assert np.isfinite(grad).all()
+
+
+def test_bce_probabilities_outside_unit_interval_is_error():
+    with pytest.raises(ValueError, match=r"BCELoss: input must hold probabilities in \[0, 1\], got input\[1\] = 1.5"):
+        L.BCELoss()(np.array([0.5, 1.5], np.float32), np.array([1.0, 0.0], np.float32))
+    with pytest.raises(ValueError, match=r"input\[0\] = nan.*BCEWithLogitsLoss"):
+        L.BCELoss()(np.array([np.nan], np.float32), np.array([1.0], np.float32))
+
+
 def test_cross_entropy_extreme_logits_exact():
     x = np.array([[1e4, 0.0, -1e4], [-1e4, 1e4, 0.0]], np.float32)
     loss = L.CrossEntropyLoss(reduction="none")

@@ -65,8 +65,10 @@ def test_bad_rows_named_with_example(spark, rows):
     _fails(spark, _clf(), _df(spark, bad), ValueError, "2 of 40 rows with NaN or infinite values", "Row(id=7")
     bad = list(rows)
     bad[3] = (3, Vectors.dense([1.0, 2.0]), 0.0)
-    msg = _fails(spark, _clf(), _df(spark, bad), ValueError, "column 'features' holds vectors of different lengths",
-                 "Row(id=3", "featureShape")
+    _fails(spark, _clf(), _df(spark, bad), ValueError, "column 'features' holds vectors of 2 to 3 values, but the "
+           "network takes 3 values per row; e.g. Row(id=3", "handleInvalid='skip'")
+    msg = _fails(spark, _clf(network=_net(in_features=4)), _df(spark, bad), ValueError,
+                 "column 'features' holds vectors of different lengths", "Row(id=3", "featureShape")
     assert "2:" in msg and "3:" in msg
 
 
@@ -87,7 +89,8 @@ def test_network_shape_mismatch_and_feature_shape(spark, rows):
     df = _df(spark, rows)
     _fails(spark, _clf(network=_net(in_features=5)), df, ValueError, "does not accept rows of shape (3,)",
            "featureShape")
-    _fails(spark, _clf(featureShape=[2, 2]), df, ValueError, "a length other than 4", "Row(id=0")
+    _fails(spark, _clf(network=_net(in_features=4), featureShape=[2, 2]), df, ValueError,
+           "a length other than 4 (featureShape [2, 2])", "Row(id=0")
 
 
 def test_regression_label_checks(spark):

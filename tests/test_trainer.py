@@ -227,3 +227,48 @@ def test_digits_mlp_reaches_97_percent(one_thread):
     assert acc >= 0.97
     assert h.validation["Top1Accuracy"][-1] == acc
     assert np.mean(h.loss[-10:]) < 0.2 < np.mean(h.loss[:10])
+
+
+def test_train_step_groups_match_torch_batchnorm_per_group():
+    """groups=[3, 1, 0, 2]: BatchNorm statistics per group (the 1-row group with running statistics, as in
+    evaluation), gradients of the summed loss over the whole batch, running statistics averaged by group size."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6, 4))
+    y = rng.integers(0, 3, 6)
+    model = nn.Sequential(nn.Linear(4, 5), nn.BatchNorm1d(5), nn.Linear(5, 3)).initialize(2).astype(np.float64)
+    model[1].running_mean[...] = rng.standard_normal(5)
+    p0, b0 = model.flat_parameters.copy(), model.flat_buffers.copy()
+    lin1, lin2 = torch.nn.Linear(4, 5).double(), torch.nn.Linear(5, 3).double()
+    gamma = torch.tensor(model[1].weight, requires_grad=True)
+    beta = torch.tensor(model[1].bias, requires_grad=True)
+    with torch.no_grad():
+        for lin, ours in ((lin1, model[0]), (lin2, model[2])):
+            lin.weight.copy_(torch.from_numpy(ours.weight))
+            lin.bias.copy_(torch.from_numpy(ours.bias))
+    total, means, variances, lo = 0, [], [], 0
+    for size in (3, 1, 0, 2):
+        if size == 0:
+            continue
+        rm, rv = torch.tensor(b0[:5]), torch.tensor(b0[5:10])
+        h = torch.nn.functional.batch_norm(lin1(torch.from_numpy(x[lo:lo + size])), rm, rv, gamma, beta,
+                                           training=size > 1, momentum=0.1, eps=1e-5)
+        total = total + torch.nn.functional.cross_entropy(lin2(h), torch.from_numpy(y[lo:lo + size]), reduction="sum")
+        means.append(size * rm.numpy())
+        variances.append(size * rv.numpy())
+        lo += size
+    (total / 6).backward()
+    opt = SGD(lr=1.0)
+    opt.configure(model.parameter_layout())
+    value = train_step(model, nn.CrossEntropyLoss(), opt, opt.init_state(0, model.num_parameters()), x, y, None,
+                       [None] * 4, groups=[3, 1, 0, 2])
+    assert value == pytest.approx(float(total.detach()) / 6, rel=1e-12)
+    grads = np.concatenate([t.grad.numpy().reshape(-1) for t in (lin1.weight, lin1.bias, gamma, beta, lin2.weight,
+                                                                 lin2.bias)])
+    np.testing.assert_allclose(p0 - model.flat_parameters, grads, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(model[1].running_mean, np.sum(means, axis=0) / 6, rtol=1e-12)
+    np.testing.assert_allclose(model[1].running_var, np.sum(variances, axis=0) / 6, rtol=1e-12)
+    assert float(model[1].num_batches_tracked) == 1
+    with pytest.raises(ValueError, match="groups must be non-negative row counts summing to the batch size 6"):
+        train_step(model, nn.CrossEntropyLoss(), opt, opt.init_state(0, model.num_parameters()), x, y, None, None,
+                   groups=[3, 2])

@@ -20,10 +20,10 @@ def save_training_checkpoint(trainer, states: list) -> str:
     bounds = trainer._bounds
     opt_state = {(int(bounds[k]), int(bounds[k + 1])): s for k, s in enumerate(states)}
     schedule = getattr(trainer.optimizer, "schedule", None)
-    samples = sum(r["samples"] for r in trainer.summary.iterations) if trainer.summary else 0
     return save_checkpoint(
         trainer.checkpoint_dir, trainer.model, iteration=trainer.state.iteration, epoch=trainer.state.epoch,
-        samples_seen=int(samples), optimizer=trainer.optimizer, optimizer_state=opt_state, schedule=schedule,
+        samples_seen=int(trainer.samples_seen), optimizer=trainer.optimizer, optimizer_state=opt_state,
+        schedule=schedule,
         extras={"iteration_in_epoch": trainer._iteration_in_epoch, "seed": trainer.seed,
                 "batch_size": trainer.batch_size, "score": trainer.state.score},
         keep_last=trainer.keep_checkpoints)
@@ -62,11 +62,17 @@ def restore_training_checkpoint(trainer, num_blocks: int) -> list:
     FileNotFoundError
         If there is no checkpoint to resume from.
     ValueError
-        If the checkpoint's model does not have the trainer's parameter layout.
+        If the checkpoint's model does not have the trainer's parameter layout, or it was written with another
+        seed or batch size.
     """
     if trainer.checkpoint_dir is None:
         raise ValueError("DistributedTrainer.fit(resume=True) needs checkpoint_dir")
     ckpt = load_checkpoint(trainer.checkpoint_dir)
+    run = {"seed": trainer.seed, "batch_size": trainer.batch_size}
+    saved = {k: ckpt.extras.get(k) for k in run}
+    if saved != run:
+        raise ValueError(f"cannot resume from {ckpt.path}: it was written by a run with {saved}, this run has {run}; "
+                         "the continuation of a run needs the same seed and batch size")
     saved = ckpt.model.parameter_layout()
     own = trainer.model.parameter_layout()
     if [(e.name, e.shape) for e in saved] != [(e.name, e.shape) for e in own]:
@@ -74,6 +80,7 @@ def restore_training_checkpoint(trainer, num_blocks: int) -> list:
                          f"the trainer's {own.names()}")
     trainer.model.load_state_dict(ckpt.model.state_dict())
     trainer.state.iteration, trainer.state.epoch = ckpt.iteration, ckpt.epoch
+    trainer.samples_seen = int(ckpt.samples_seen)
     trainer.state.score = ckpt.extras.get("score")
     trainer._iteration_in_epoch = int(ckpt.extras.get("iteration_in_epoch", 0))
     schedule = getattr(trainer.optimizer, "schedule", None)

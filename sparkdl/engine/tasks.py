@@ -22,6 +22,7 @@ from pyspark.accumulators import AccumulatorParam
 from sparkdl.engine import local_cache
 from sparkdl.engine.allreduce import mean_gradient, split_blocks, sum_block, update_shard
 from sparkdl.engine.plan import local_schedule
+from sparkdl.engine.task_errors import TrainingDivergedError, task_context
 from sparkdl.engine.worker import dropout_rng, local_gradient, set_task_threads
 
 __all__ = ["FitContext", "IterationContext", "gradient_task", "partition_gradient", "reduce_update_task",
@@ -134,11 +135,18 @@ def partition_gradient(fit: FitContext, ctx, p: int, data_source: Callable, weig
     w, buffers = weights
     model.flat_parameters[...] = w
     model.flat_buffers[...] = buffers
-    xb, yb = x[idx], y[idx]
-    if fit.integer_labels and yb.dtype.kind != "i":
-        yb = yb.astype(np.int64)
-    grad, loss_sum, norm = local_gradient(model, fit.loss, xb, yb,
-                                          dropout_rng(fit.seed, ctx.epoch, ctx.global_iteration, p))
+    with task_context("gradient", p, ctx.epoch, ctx.global_iteration, rows=idx):
+        xb, yb = x[idx], y[idx]
+        if fit.integer_labels and yb.dtype.kind != "i":
+            yb = yb.astype(np.int64)
+        grad, loss_sum, norm = local_gradient(model, fit.loss, xb, yb,
+                                              dropout_rng(fit.seed, ctx.epoch, ctx.global_iteration, p))
+        if not (np.isfinite(loss_sum) and np.isfinite(grad.sum(dtype=np.float64))):
+            raise TrainingDivergedError(
+                f"training diverged: the loss ({loss_sum}) or the gradient of this partition's share of the batch "
+                "became NaN or infinite; the model keeps the last good weights and existing checkpoints are "
+                "untouched. Check the data of this partition, lower the learning rate or enable gradient clipping "
+                "(clip_norm)")
     extra = (model.flat_buffers * np.float32(n), n) if model.flat_buffers.size else (None, n)
     return grad, loss_sum, norm, extra
 
@@ -223,8 +231,9 @@ def reduce_update_task(ctx: IterationContext, results, k: int, records):
     grad_sum, loss_sum, norm_sum, buf, n = reduced
     state = _writeable(state)
     w, _ = ctx.weights.value
-    new = update_shard(fit.optimizer, w[lo:hi], grad_sum, norm_sum, state, lo, ctx.lr, ctx.grad_sq_norm,
-                       ctx.tensor_norms)
+    with task_context("reduce", k, ctx.epoch, ctx.global_iteration):
+        new = update_shard(fit.optimizer, w[lo:hi], grad_sum, norm_sum, state, lo, ctx.lr, ctx.grad_sq_norm,
+                           ctx.tensor_norms)
     results.add({k: (new, (loss_sum, norm_sum, buf, n))})
     yield k, (STATE, state)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +28,9 @@ from sparkdl.engine.inference import evaluate
 from sparkdl.engine.iteration import block_id, run_iteration
 from sparkdl.engine.jvm_reduce import JvmAllReduce, supports
 from sparkdl.engine.plan import batch_sizes
+from sparkdl.engine.shipping import check_shippable
 from sparkdl.engine.summary import TrainSummary
+from sparkdl.engine.task_errors import TrainingDivergedError, original_error
 from sparkdl.engine.triggers import EveryEpoch, MaxEpoch, TrainingState, Trigger
 from sparkdl.trainer import sum_reduction
 from sparkdl.jvm import bridge, empty_view, set_jvm_log_level, stop_console_progress_bar
@@ -40,10 +43,6 @@ log = logging.getLogger("sparkdl.engine")
 BLOCK_PARAMETERS = 1 << 20
 
 
-class TrainingDivergedError(FloatingPointError):
-    """The loss or the updated weights became NaN or infinite; training stopped (checkpoints kept)."""
-
-
 @dataclass
 class _Snapshot:
     iteration: int
@@ -53,6 +52,7 @@ class _Snapshot:
     buffers: np.ndarray
     states: list
     schedule_state: dict | None
+    samples_seen: int
 
 
 class DistributedTrainer:
@@ -97,7 +97,11 @@ class DistributedTrainer:
     snapshot_interval : int
         Iterations between driver-side snapshots used to recover from executor loss.
     max_recoveries : int
-        How many failed iterations to recover from (by replay from the last snapshot) before giving up.
+        How many transient failures (a lost executor, a fetch failure, a killed task) to recover from, by
+        replay from the last snapshot, before giving up. An error raised by the computation inside a task (a
+        layer, the loss, the optimizer, a bad row, a NaN loss) is deterministic: it is never replayed and
+        reaches the caller as itself — original type and message, plus the data partition, epoch and
+        iteration (and the executor's traceback as a note; see :mod:`sparkdl.engine.task_errors`).
     local_data_copy : bool
         After the first iteration, read each partition's mini-batch rows from an executor-local copy of the
         partition (``.npy`` files in Spark's local directory, memory-mapped) instead of streaming the whole
@@ -113,10 +117,27 @@ class DistributedTrainer:
     fault_hook : callable, optional
         Testing aid: ``hook(stage=, partition=, epoch=, iteration=, attempt=)`` called inside every task.
 
+    Attributes
+    ----------
+    state : TrainingState
+        Epoch, global iteration, last loss and score (restored on resume).
+    samples_seen : int
+        Training samples processed since the start of training, resumed runs included.
+    summary : TrainSummary
+        Per-iteration and validation records of the last :meth:`fit`.
+
     Raises
     ------
     TypeError, ValueError
         For invalid arguments, before any Spark job runs.
+
+    Notes
+    -----
+    BatchNorm is the one exception to global-mean semantics: in training mode its batch statistics are those of
+    each partition's share of the global batch (as PyTorch DDP without SyncBatchNorm), and the new running
+    statistics are the shares' running statistics averaged with their row counts as weights. A share of one
+    row is normalised with the running statistics (see :class:`sparkdl.nn.BatchNorm1d`); empty shares do not
+    count. ``sparkdl.trainer.train_step(..., groups=shares)`` computes exactly the same step in one process.
     """
 
     def __init__(self, model, loss, optimizer, *, batch_size: int, end_trigger: Trigger | None = None,
@@ -133,6 +154,8 @@ class DistributedTrainer:
         for name, v in (("batch_size", batch_size), ("snapshot_interval", snapshot_interval)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"DistributedTrainer: {name} must be an int >= 1, got {v!r}")
+        if isinstance(max_recoveries, bool) or not isinstance(max_recoveries, int) or max_recoveries < 0:
+            raise ValueError(f"DistributedTrainer: max_recoveries must be an int >= 0, got {max_recoveries!r}")
         if num_blocks is not None and (not isinstance(num_blocks, int) or num_blocks < 1):
             raise ValueError(f"DistributedTrainer: num_blocks must be None or an int >= 1, got {num_blocks!r}")
         if compress not in (None, "fp16"):
@@ -169,6 +192,7 @@ class DistributedTrainer:
         self._model_stale = False
         self._results = None
         self._iteration_in_epoch = 0
+        self.samples_seen = 0
 
     # ------------------------------------------------------------------ public API
     def fit(self, train, validation=None, *, resume: bool = False) -> TrainSummary:
@@ -190,10 +214,17 @@ class DistributedTrainer:
 
         Raises
         ------
+        TypeError
+            Before any Spark job, if the model, loss or optimizer holds something that cannot be sent to the
+            executors (naming the attribute path, e.g. ``model.3.resource``).
+        ValueError
+            For invalid data (naming partition and row) or a feature shape the model does not accept.
         sparkdl.engine.environment.ExecutorEnvironmentError
             Before any other job, if the executors run another sparkdl, Python (major.minor) or numpy (major)
             than the driver (checked once per application).
         """
+        for name, obj in (("model", self.model), ("loss", self.loss), ("optimizer", self.optimizer)):
+            check_shippable(obj, name, "DistributedTrainer.fit")
         check_executor_environment(train.rdd.context if isinstance(train, DataBlocks) else train.context)
         data = train if isinstance(train, DataBlocks) else DataBlocks.from_samples(train)
         val = validation if validation is None or isinstance(validation, DataBlocks) else \
@@ -204,6 +235,7 @@ class DistributedTrainer:
             if not self.validation_metrics:
                 raise ValueError("DistributedTrainer.fit: validation data given but validation_metrics is empty")
         self._check_feature_shape(data)
+        _warn_if_uneven(data.sizes)
         self.summary = TrainSummary(self.log_dir)
         try:
             self._fit(data, val, resume)
@@ -261,6 +293,7 @@ class DistributedTrainer:
         states = [self.optimizer.init_state(int(bounds[k]), int(bounds[k + 1])) for k in range(K)]
         self.state = TrainingState()
         self._iteration_in_epoch = 0
+        self.samples_seen = 0
         if resume:
             states = self._restore_checkpoint(K)
         self._set_state_rdd(states)
@@ -275,6 +308,10 @@ class DistributedTrainer:
                     self._sync_model()  # the last good weights
                     raise
                 except Exception as e:  # a lost executor takes cached optimizer state with it: replay
+                    error = original_error(e)
+                    if error is not None:  # raised by the computation in a task: deterministic, never replayed
+                        self._sync_model()  # the model keeps the last good weights
+                        raise error from None
                     if recoveries >= self.max_recoveries or not _is_spark_failure(e):
                         raise
                     recoveries += 1
@@ -359,6 +396,7 @@ class DistributedTrainer:
     def _record(self, loss, epoch, i, g, lr, sizes, t0, bar):
         """Advance the counters and log one finished iteration."""
         samples = int(sizes[i])
+        self.samples_seen += samples
         seconds = time.perf_counter() - t0
         self.state.iteration = g + 1
         self._iteration_in_epoch = i + 1
@@ -442,13 +480,15 @@ class DistributedTrainer:
         return _Snapshot(self.state.iteration, self.state.epoch, self._iteration_in_epoch,
                          self.model.flat_parameters.copy(),
                          self.model.flat_buffers.copy(), states if states is not None else self._collect_states(),
-                         schedule.state_dict() if schedule is not None and hasattr(schedule, "state_dict") else None)
+                         schedule.state_dict() if schedule is not None and hasattr(schedule, "state_dict") else None,
+                         self.samples_seen)
 
     def _restore_snapshot(self, snap: _Snapshot):
         self.model.flat_parameters[...] = snap.weights
         self.model.flat_buffers[...] = snap.buffers
         self.state.iteration, self.state.epoch = snap.iteration, snap.epoch
         self._iteration_in_epoch = snap.iteration_in_epoch
+        self.samples_seen = snap.samples_seen
         del self.summary.iterations[snap.iteration:]
         schedule = getattr(self.optimizer, "schedule", None)
         if snap.schedule_state is not None:
@@ -486,6 +526,22 @@ def _task_cpus(sc) -> int:
         return max(1, int(sc.getConf().get("spark.task.cpus", "1")))
     except ValueError:
         return 1
+
+
+#: Largest / smallest partition size above which :meth:`DistributedTrainer.fit` warns.
+UNEVEN_PARTITIONS_RATIO = 8
+
+
+def _warn_if_uneven(sizes) -> None:
+    """Warn when the largest partition holds more than :data:`UNEVEN_PARTITIONS_RATIO` times the smallest: each
+    iteration waits for the task with the largest share of the batch."""
+    if len(sizes) < 2 or max(sizes) <= UNEVEN_PARTITIONS_RATIO * min(sizes):
+        return
+    warnings.warn(f"DistributedTrainer.fit: the training partitions are very uneven (largest {max(sizes)} rows, "
+                  f"smallest {min(sizes)}; more than {UNEVEN_PARTITIONS_RATIO}x): every iteration waits for the "
+                  "partition with the largest share of the batch. Rebalance the data before fit with "
+                  "rdd.repartition(n) (DataBlocks.from_numpy splits evenly; DLClassifier/DLEstimator: the "
+                  "numPartitions Param)", RuntimeWarning, stacklevel=3)
 
 
 def _is_spark_failure(e: BaseException) -> bool:

@@ -1,4 +1,5 @@
-"""Loss kernels: softmax cross-entropy and binary cross-entropy on logits, forward and backward side by side.
+"""Loss kernels: softmax cross-entropy, binary cross-entropy on logits and on probabilities, forward and backward
+side by side.
 
 All kernels are pure (arrays in, arrays out) and accumulate in float64 whatever the input dtype, so large
 logits (|z| ~ 1e4) stay finite and exact: the log-sum-exp subtracts the row maximum, and
@@ -13,7 +14,12 @@ from numba import prange
 from sparkdl.config import njit_parallel
 
 __all__ = ["cross_entropy_forward", "cross_entropy_backward", "bce_with_logits_forward",
-           "bce_with_logits_backward"]
+           "bce_with_logits_backward", "bce_forward", "bce_backward", "BCE_LOG_MIN", "BCE_EPS"]
+
+#: PyTorch's clamp of ``log(p)`` and ``log(1 - p)`` in ``BCELoss`` (so p = 0 or 1 gives a finite loss).
+BCE_LOG_MIN = -100.0
+#: PyTorch's lower bound of ``p (1 - p)`` in the ``BCELoss`` gradient.
+BCE_EPS = 1e-12
 
 
 @njit_parallel
@@ -129,4 +135,36 @@ def bce_with_logits_backward(x, t, pos_weight, scale):
             sig_neg = 1.0 / (1.0 + np.exp(xi))
         s = scale[i] if full else scale[0]
         grad[i] = ((1.0 - ti) - lw * sig_neg) * s
+    return grad
+
+
+@njit_parallel
+def bce_forward(p, t):
+    """Element-wise ``-(t max(log p, -100) + (1 - t) max(log(1 - p), -100))`` in float64 (PyTorch's clamp).
+
+    ``p``: flat probabilities in [0, 1] (checked by the caller); ``t``: flat targets of the same size. ``1 - p`` is
+    computed in float64 from the stored value, so probabilities next to 1 in float32 keep their exact loss.
+    """
+    n = p.size
+    out = np.empty(n, np.float64)
+    for i in prange(n):
+        pi = np.float64(p[i])
+        ti = np.float64(t[i])
+        log_p = max(np.log(pi), BCE_LOG_MIN) if pi > 0.0 else BCE_LOG_MIN
+        log_q = max(np.log1p(-pi), BCE_LOG_MIN) if pi < 1.0 else BCE_LOG_MIN
+        out[i] = -(ti * log_p + (1.0 - ti) * log_q)
+    return out
+
+
+@njit_parallel
+def bce_backward(p, t, scale):
+    """Gradient of ``sum_i scale[i] * loss[i]`` (see :func:`bce_forward`) w.r.t. ``p``, as PyTorch computes it:
+    ``(p - t) / max(p (1 - p), 1e-12)``. ``scale`` has size ``p.size`` or 1. Returns a flat array of p's dtype."""
+    n = p.size
+    full = scale.size == n
+    grad = np.empty_like(p)
+    for i in prange(n):
+        pi = np.float64(p[i])
+        s = scale[i] if full else scale[0]
+        grad[i] = (pi - np.float64(t[i])) / max(pi * (1.0 - pi), BCE_EPS) * s
     return grad

@@ -7,16 +7,19 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from pyspark.ml.param.shared import HasFeaturesCol, HasLabelCol, HasPredictionCol, HasValidationIndicatorCol
+from pyspark.ml.param.shared import (HasFeaturesCol, HasLabelCol, HasPredictionCol, HasValidationIndicatorCol,
+                                     HasWeightCol)
 
 from sparkdl.ml import validation as V
 from sparkdl.ml.data import LabelSpec
 from sparkdl.ml.params import (HasBatchSize, HasCheckpointDir, HasFeatureShape, HasFeaturesCols, HasHandleInvalid,
-                               HasInferenceBatchSize, HasLearningRate, HasLoss, HasMaxEpoch, HasMaxLength, HasNetwork,
-                               HasNumPartitions, HasOptimizer, HasSeed, HasValidationData)
+                               HasInferenceBatchSize, HasLearningRate, HasLoss, HasMaxEpoch, HasMaxLength,
+                               HasMaxRecoveries, HasNetwork, HasNumPartitions, HasOptimizer, HasResume, HasSeed,
+                               HasValidationData)
 from sparkdl.ml.tokens import token_input, token_kind
 
-__all__ = ["DLParams", "DLEstimatorParams", "EstimatorSetters", "TaskSetup", "probe_network"]
+__all__ = ["DLParams", "DLEstimatorParams", "EstimatorSetters", "TaskSetup", "probe_network", "probe_loss",
+           "accepted_lengths"]
 
 
 @dataclass
@@ -82,7 +85,7 @@ class DLParams(HasFeaturesCol, HasFeaturesCols, HasFeatureShape, HasPredictionCo
 
 class DLEstimatorParams(DLParams, HasLabelCol, HasNetwork, HasLoss, HasOptimizer, HasLearningRate, HasBatchSize,
                         HasMaxEpoch, HasSeed, HasNumPartitions, HasValidationIndicatorCol, HasValidationData,
-                        HasCheckpointDir):
+                        HasCheckpointDir, HasResume, HasMaxRecoveries, HasWeightCol):
     """Params of the estimators."""
 
     def __init__(self, *args):
@@ -101,9 +104,52 @@ def probe_network(network, sample_shape, stage: str, what: str) -> tuple:
     try:
         out = network(np.zeros((1, *sample_shape), network.dtype))
     except (ValueError, TypeError) as e:
-        raise ValueError(f"{stage}: the network does not accept rows of shape {tuple(sample_shape)} ({what}): {e}. "
-                         "Set featureShape to the network's per-row input shape, e.g. [1, 28, 28]") from e
+        first = next((m for _, m in network.named_modules() if not m.children() and m.num_parameters()), None)
+        hint = (f"; its first {type(first).__name__} layer takes {first.in_features} values per row"
+                if isinstance(getattr(first, "in_features", None), int) else "")
+        raise ValueError(f"{stage}: the network does not accept rows of shape {tuple(sample_shape)} ({what}): {e}"
+                         f"{hint}. Set featureShape to the network's per-row input shape, e.g. [1, 28, 28]") from e
     return tuple(int(d) for d in out.shape[1:])
+
+
+def accepted_lengths(network, lengths) -> list:
+    """Which of the flat per-row ``lengths`` the network accepts (one forward of zeros each)."""
+    ok = []
+    for n in lengths:
+        try:
+            network(np.zeros((1, int(n)), network.dtype))
+        except (ValueError, TypeError):
+            continue
+        ok.append(int(n))
+    return ok
+
+
+def _batch_shape(row_shape) -> str:
+    return "(" + ", ".join(["N", *map(str, row_shape)]) + ("," if not row_shape else "") + ")"
+
+
+def probe_loss(network, loss, sample_shape, label: LabelSpec, stage: str, label_col: str, fixes: str) -> None:
+    """Run ``loss`` forward and backward on the network's output for two rows of zeros and labels of the shape and
+    dtype the training data will have (class 0 / target 0), on the driver, before any Spark job.
+
+    Raises
+    ------
+    ValueError
+        If the loss rejects them: names the output shape, the label shape and dtype, the loss's own message and
+        ``fixes``.
+    """
+    out = network(np.zeros((2, *sample_shape), network.dtype))
+    target = np.zeros((2, *label.shape), label.dtype)
+    try:
+        value, cache = loss.forward(out, target)
+        loss.backward(cache, np.ones_like(value) if isinstance(value, np.ndarray) else 1.0)
+        loss.normalizer(target)
+    except (ValueError, TypeError, NotImplementedError) as e:
+        raise ValueError(
+            f"{stage}: the loss {loss!r} does not fit the network's output and the labels: the network outputs "
+            f"a batch of shape {_batch_shape(out.shape[1:])} and labelCol {label_col!r} reaches the loss as shape "
+            f"{_batch_shape(label.shape)} of {label.dtype} "
+            f"({'class indices' if label.dtype == 'int64' else 'targets'}); the loss says: {e}. Fix: {fixes}") from e
 
 
 class EstimatorSetters:
@@ -156,3 +202,15 @@ class EstimatorSetters:
     def setCheckpointDir(self, value: str):
         """Sets the value of :py:attr:`checkpointDir`."""
         return self._set(checkpointDir=value)
+
+    def setResume(self, value: bool):
+        """Sets the value of :py:attr:`resume`."""
+        return self._set(resume=value)
+
+    def setMaxRecoveries(self, value: int):
+        """Sets the value of :py:attr:`maxRecoveries`."""
+        return self._set(maxRecoveries=value)
+
+    def setWeightCol(self, value: str):
+        """Sets the value of :py:attr:`weightCol`."""
+        return self._set(weightCol=value)

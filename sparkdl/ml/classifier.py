@@ -25,6 +25,7 @@ from sparkdl.ml.base import TaskSetup, probe_network
 from sparkdl.ml.fit import DLEstimatorBase
 from sparkdl.ml.model import DLModelBase
 from sparkdl.ml.data import LabelSpec
+from sparkdl.ml.params import HasClassWeights
 
 __all__ = ["DLClassifier", "DLClassificationModel", "classification_outputs"]
 
@@ -94,7 +95,7 @@ class DLClassificationModel(DLModelBase, _ClassifierParams):
         return self._predict_one(value, "probability", "predictProbability")
 
 
-class DLClassifier(DLEstimatorBase, _ClassifierParams):
+class DLClassifier(DLEstimatorBase, _ClassifierParams, HasClassWeights):
     """Trains a sparkdl network to classify the rows of a DataFrame (a PySpark ``Estimator``).
 
     Parameters (keyword-only; every one also has a getter and a setter)
@@ -119,6 +120,17 @@ class DLClassifier(DLEstimatorBase, _ClassifierParams):
     validationIndicatorCol : str, optional; validationData : DataFrame, optional
         Held-out rows evaluated after every epoch (Top1Accuracy and Loss, in ``model.summary``).
     checkpointDir : str, optional
+        Checkpoints after every epoch; with ``resume=True`` fit continues from the latest one there.
+    resume : bool, default False
+    maxRecoveries : int, default 3
+        Transient failures (lost executor, fetch failure) recovered from by replay; errors raised by the
+        computation (a layer, the loss, a bad row) are raised at once, naming the partition and iteration.
+    weightCol : str, optional
+        Per-row sample weights (numeric, >= 0; PySpark's convention): the loss is the weighted mean
+        ``sum_i w_i loss_i / sum_i w_i``.
+    classWeights : list of float, optional
+        One weight per class index, multiplied into each row's weight by its label (as ``weight`` of PyTorch's
+        ``CrossEntropyLoss``, for any loss).
     handleInvalid : {'error', 'skip', 'keep'}, default 'error'
     maxLength : int, optional
         Token-id sequences: pad or truncate rows to this many tokens (default: the longest training row).
@@ -148,6 +160,7 @@ class DLClassifier(DLEstimatorBase, _ClassifierParams):
     def __init__(self, *, network=None, featuresCol="features", featuresCols=None, labelCol="label",
                  featureShape=None, loss=None, optimizer=None, learningRate=1e-3, batchSize=64, maxEpoch=10, seed=0,
                  numPartitions=None, validationIndicatorCol=None, validationData=None, checkpointDir=None,
+                 resume=False, maxRecoveries=3, weightCol=None, classWeights=None,
                  handleInvalid="error", maxLength=None, predictionCol="prediction",
                  probabilityCol="probability", rawPredictionCol="rawPrediction", inferenceBatchSize=1024):
         super().__init__()
@@ -158,18 +171,31 @@ class DLClassifier(DLEstimatorBase, _ClassifierParams):
     def setParams(self, *, network=None, featuresCol="features", featuresCols=None, labelCol="label",
                   featureShape=None, loss=None, optimizer=None, learningRate=1e-3, batchSize=64, maxEpoch=10, seed=0,
                   numPartitions=None, validationIndicatorCol=None, validationData=None, checkpointDir=None,
+                  resume=False, maxRecoveries=3, weightCol=None, classWeights=None,
                   handleInvalid="error", maxLength=None, predictionCol="prediction",
                   probabilityCol="probability", rawPredictionCol="rawPrediction", inferenceBatchSize=1024):
         """Sets params for this DLClassifier (keyword arguments only; None leaves a Param unset)."""
         kwargs = self._input_kwargs
         return self._set(**{k: v for k, v in kwargs.items() if v is not None})
 
+    def setClassWeights(self, value):
+        """Sets the value of :py:attr:`classWeights`."""
+        return self._set(classWeights=value)
+
+    def _task_loss_fixes(self, out_shape):
+        c = int(np.prod(out_shape))
+        if c == 1:
+            return ("with one output unit the labels are 0/1 targets of shape (N, 1): use BCEWithLogitsLoss (or "
+                    "BCELoss after a Sigmoid), or give the network one output unit per class for a categorical loss")
+        return (f"for {c} class scores use a categorical loss (CrossEntropyLoss, or NLLLoss after LogSoftmax), or give "
+                "the network one output unit (a binary classifier of one logit, labels 0/1, BCEWithLogitsLoss)")
+
     def _task_check_label(self, kind, stage, name, dtype):
         if kind != "scalar":
             raise TypeError(f"{stage}: labelCol {name!r} must be a numeric column of class indices 0, 1, ..., got "
                             f"{dtype.simpleString()}; index string labels with StringIndexer")
 
-    def _task_setup(self, out_shape, label_kind, label_size, stage):
+    def _task_setup(self, out_shape, label_kind, stage):
         from sparkdl import metrics
         from sparkdl.nn.loss import BCEWithLogitsLoss, CrossEntropyLoss
         if len(out_shape) != 1:

@@ -13,6 +13,7 @@ from functools import partial
 
 import numpy as np
 import pyarrow as pa
+from pyspark.sql import functions as F
 
 from sparkdl.engine.data import DataBlocks
 from sparkdl.ml.arrow import FeatureSpec, decode_features, decode_labels, npy_bytes, npy_load
@@ -60,10 +61,20 @@ def _decode(row):
 
 
 def repartition(df, num_partitions: int):
-    """``df`` with exactly ``num_partitions`` partitions (round-robin repartition unless it already has them)."""
-    if df.rdd.getNumPartitions() != num_partitions:
-        df = df.repartition(num_partitions)
-    return df
+    """``df`` in ``num_partitions`` partitions that keep its row order: partition p holds a contiguous run of rows.
+
+    Each row gets a stable global index first (``monotonically_increasing_id``: the row's position in ``df``'s
+    own partitions), then the rows are range-partitioned and sorted by it. The concatenated partitions are
+    therefore ``df``'s rows in ``df``'s order whatever ``num_partitions`` is, and since the engine's batch plan
+    depends only on that order (:mod:`sparkdl.engine.plan`), the same seed gives the same training with 1, 3 or
+    4 partitions, up to float summation order. (Range partitioning may make fewer partitions than asked when
+    there are fewer rows than partitions.) ``df`` is returned as is when it already has ``num_partitions``.
+    """
+    if df.rdd.getNumPartitions() == num_partitions:
+        return df
+    index = "__sparkdl_row_index"
+    indexed = df.withColumn(index, F.monotonically_increasing_id())
+    return indexed.repartitionByRange(num_partitions, index).sortWithinPartitions(index).drop(index)
 
 
 def to_blocks(df, spec: FeatureSpec, feature_cols: list, label: LabelSpec, label_col) -> DataBlocks:

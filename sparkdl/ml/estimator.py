@@ -62,7 +62,8 @@ class DLEstimator(DLEstimatorBase):
         Numeric (K = 1), or Vector / array with K values per row.
     loss, optimizer, learningRate, batchSize, maxEpoch, seed
         Training: default ``MSELoss``, ``Adam(lr=learningRate)``, 1e-3, 64, 10, 0.
-    numPartitions, validationIndicatorCol, validationData, checkpointDir, handleInvalid, inferenceBatchSize
+    numPartitions, validationIndicatorCol, validationData, checkpointDir, resume, maxRecoveries, weightCol,
+    handleInvalid, inferenceBatchSize
         As :class:`~sparkdl.ml.DLClassifier` (validation metric: MSE).
     predictionCol : str, default "prediction"
 
@@ -80,6 +81,7 @@ class DLEstimator(DLEstimatorBase):
     def __init__(self, *, network=None, featuresCol="features", featuresCols=None, labelCol="label",
                  featureShape=None, loss=None, optimizer=None, learningRate=1e-3, batchSize=64, maxEpoch=10, seed=0,
                  numPartitions=None, validationIndicatorCol=None, validationData=None, checkpointDir=None,
+                 resume=False, maxRecoveries=3, weightCol=None,
                  handleInvalid="error", maxLength=None, predictionCol="prediction",
                  inferenceBatchSize=1024):
         super().__init__()
@@ -90,18 +92,24 @@ class DLEstimator(DLEstimatorBase):
     def setParams(self, *, network=None, featuresCol="features", featuresCols=None, labelCol="label",
                   featureShape=None, loss=None, optimizer=None, learningRate=1e-3, batchSize=64, maxEpoch=10, seed=0,
                   numPartitions=None, validationIndicatorCol=None, validationData=None, checkpointDir=None,
+                  resume=False, maxRecoveries=3, weightCol=None,
                   handleInvalid="error", maxLength=None, predictionCol="prediction",
                   inferenceBatchSize=1024):
         """Sets params for this DLEstimator (keyword arguments only; None leaves a Param unset)."""
         kwargs = self._input_kwargs
         return self._set(**{k: v for k, v in kwargs.items() if v is not None})
 
+    def _task_loss_fixes(self, out_shape):
+        return (f"labels are targets shaped like the output (N, {', '.join(map(str, out_shape))}): use a loss that "
+                "compares them element-wise (MSELoss, L1Loss, SmoothL1Loss, BCEWithLogitsLoss), or DLClassifier for "
+                "class-index labels")
+
     def _task_check_label(self, kind, stage, name, dtype):
         if kind not in ("scalar", "vector", "array"):
             raise TypeError(f"{stage}: labelCol {name!r} must be numeric, a Vector or an array of numbers, got "
                             f"{dtype.simpleString()}")
 
-    def _task_setup(self, out_shape, label_kind, label_size, stage):
+    def _task_setup(self, out_shape, label_kind, stage):
         from sparkdl import metrics
         from sparkdl.nn.loss import MSELoss
         k = math.prod(out_shape)

@@ -4,13 +4,20 @@ in :mod:`sparkdl.nn` and the engine.
 
 Order of work (every check happens before training starts):
 
-1. schema: the feature/label/indicator columns exist and have supported types;
-2. one aggregation job per DataFrame counts every kind of bad row and gathers shape statistics
-   (``handleInvalid='error'`` raises here, naming the column, the count and an example row);
-3. the network is probed with one row of zeros: its output width decides the label checks (class range,
-   multi-output length), run as a small job only when the statistics show a problem;
+0. the network, loss and optimizer can be pickled for the executors (else the attribute path is named);
+   ``resume`` needs ``checkpointDir``;
+1. schema: the feature/label/indicator/weight columns exist and have supported types;
+2. the network and the loss are probed on the driver: rows of zeros through the network, and the loss forward
+   and backward on its output with labels shaped as training will give them (before any job when
+   ``featureShape`` or ``featuresCols`` fixes the input shape, else after step 3);
+3. one aggregation job per DataFrame counts every kind of bad row and gathers shape statistics
+   (``handleInvalid='error'`` raises here, naming the column, the count and an example row); the output width
+   decides the label checks (class range, multi-output length), run as a small job only when the statistics
+   show a problem; rows of several lengths are checked against the length the network accepts;
 4. 'skip'/'keep': the bad rows are filtered out in SQL, counted (rows in minus rows cached) and logged;
-5. repartition to ``numPartitions``, Arrow -> :class:`~sparkdl.engine.DataBlocks`, train, unpersist.
+5. repartition to ``numPartitions`` keeping the row order (:func:`~sparkdl.ml.data.repartition`), Arrow ->
+   :class:`~sparkdl.engine.DataBlocks` (labels with their sample weights, see :mod:`sparkdl.ml.weights`),
+   train (resuming from ``checkpointDir`` with ``resume``), unpersist.
 """
 from __future__ import annotations
 
@@ -24,9 +31,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType
 
 from sparkdl.engine.environment import check_executor_environment
+from sparkdl.engine.shipping import check_shippable
 from sparkdl.ml import validation as V
+from sparkdl.ml import weights as W
 from sparkdl.ml.arrow import FeatureSpec
-from sparkdl.ml.base import DLEstimatorParams, EstimatorSetters, probe_network
+from sparkdl.ml.base import DLEstimatorParams, EstimatorSetters, accepted_lengths, probe_loss, probe_network
 from sparkdl.ml.data import repartition, to_blocks
 from sparkdl.ml.persistence import DLReadable, DLWritable
 from sparkdl.ml.tokens import token_input
@@ -73,7 +82,11 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
         """Raise TypeError if the label column's type does not suit the task."""
         raise NotImplementedError
 
-    def _task_setup(self, out_shape: tuple, label_kind: str, label_size: int | None, stage: str) -> "TaskSetup":
+    def _task_setup(self, out_shape: tuple, label_kind: str, stage: str) -> "TaskSetup":
+        raise NotImplementedError
+
+    def _task_loss_fixes(self, out_shape: tuple) -> str:
+        """How to make the loss, the network's output and the labels fit (for the loss probe's message)."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ fit
@@ -82,7 +95,11 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
         if self._value(self.network) is None:
             raise ValueError(f"{stage}: the network Param is not set; pass network=<sparkdl.nn.Module>, e.g. "
                              "sparkdl.models.mlp(in_features=..., hidden=(64,), num_classes=2)")
+        for param in (self.network, self.loss, self.optimizer):
+            if self._value(param) is not None:
+                check_shippable(self.getOrDefault(param), param.name, f"{stage}.fit")
         net = self.getNetwork().copy()
+        resume = self._resume(stage)
         kind, cols = self._feature_columns(dataset.schema, stage, net)
         tokens = token_input(net)  # (padding value, vocabulary size) of a token-id network
         lname = self.getLabelCol()
@@ -90,24 +107,34 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
         lkind = V.column_kind(lfield.dataType)
         self._task_check_label(lkind, stage, lname, lfield.dataType)
         frames = self._frames(dataset, kind, lkind, stage)
+        wcol = self._value(self.weightCol)
+        if wcol:
+            W.check_weight_column(dataset.schema, stage, wcol)
         fshape = tuple(self._value(self.featureShape) or ()) or None
         handle = self.getHandleInvalid()
+        if fshape or kind == "scalar":  # the per-row input shape is known without looking at the data
+            self._probe(net, fshape or (len(cols),), lkind, stage, "featureShape" if fshape else "featuresCols")
 
         check_executor_environment(dataset.sparkSession.sparkContext)  # the first job; once per application
         # One aggregation job per DataFrame: counts of bad rows (raised at once in error mode) + shape statistics.
         stats = [self._phase1(df, name, kind, cols, lkind, lname, fshape, stage, tokens[1] if tokens else None)
                  for name, df in frames]
-        spec = self._feature_spec(kind, cols, fshape, stats, stage, tokens)
-        out_shape = probe_network(net, spec.sample_shape, stage,
-                                  "featureShape" if fshape else f"the rows of {list(cols)}")
-        task = self._task_setup(out_shape, lkind, self._label_size(lkind, stats), stage)
+        spec = self._feature_spec(kind, cols, fshape, stats, stage, net, handle, tokens)
+        task, loss = self._probe(net, spec.sample_shape, lkind, stage,
+                                 "featureShape" if fshape else f"the rows of {list(cols)}")
         prepared = [self._apply_checks(st, spec, task, handle, stage) for st in stats]
 
-        loss = self._value(self.loss) or task.default_loss
         train_df, val_df = self._split(prepared)
-        trainer = self._trainer(net, loss, task.metrics if val_df is not None else (), task.num_classes)
+        train_label, train_loss, label_col = task.label, loss, None
+        if self._weighted():
+            weight = W.weight_expr(wcol, self._class_weights(task, stage), lname)
+            train_label, label_col = W.weighted_label(task.label, lkind, lname, weight)
+            train_loss = W.weighted_loss(loss, task.label, stage)
+            probe_loss(net, train_loss, spec.sample_shape, train_label, stage, lname, "use a sparkdl loss")
+        trainer = self._trainer(net, train_loss, task.metrics if val_df is not None else (),
+                                None if self._weighted() else task.num_classes)
         n = self._value(self.numPartitions) or dataset.sparkSession.sparkContext.defaultParallelism
-        train = self._blocks(repartition(train_df, n), spec, task.label, lname, lkind)
+        train = self._blocks(repartition(train_df, n), spec, train_label, lname, lkind, label_col)
         val = None
         try:
             if train.num_samples == 0:
@@ -119,7 +146,7 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
                     raise ValueError(f"{stage}: the validation data has no rows" +
                                      (" left after skipping invalid rows" if handle != "error" else ""))
             skipped = self._log_skipped(stage, stats, train, val)
-            summary = trainer.fit(train, val)
+            summary = trainer.fit(train, val, resume=resume)
         finally:
             train.unpersist()
             if val is not None:
@@ -130,9 +157,49 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
         model._summary, model._num_skipped_rows = summary, skipped
         return model
 
-    def _blocks(self, df, spec, label, lname, lkind):
+    def _probe(self, net, sample_shape, lkind, stage, what):
+        """On the driver: the network's output shape for ``sample_shape`` rows, the task set-up it implies, and a
+        forward/backward of the loss on it with labels as training will give them. Returns ``(task, loss)``."""
+        out_shape = probe_network(net, sample_shape, stage, what)
+        task = self._task_setup(out_shape, lkind, stage)
+        loss = self._value(self.loss) or task.default_loss
+        probe_loss(net, loss, sample_shape, task.label, stage, self.getLabelCol(), self._task_loss_fixes(out_shape))
+        return task, loss
+
+    def _resume(self, stage) -> bool:
+        """Whether fit continues from a checkpoint: ``resume`` is set and ``checkpointDir`` holds one."""
+        if not self.getResume():
+            return False
+        directory = self._value(self.checkpointDir)
+        if not directory:
+            raise ValueError(f"{stage}: resume=True needs checkpointDir, the directory of the checkpoints to continue "
+                             "from; set checkpointDir")
+        from sparkdl.io import list_checkpoints
+        found = list_checkpoints(directory)
+        if not found:
+            log.info("%s.fit: resume=True but %s holds no checkpoint yet: training starts from the beginning", stage,
+                     directory)
+        return bool(found)
+
+    def _blocks(self, df, spec, label, lname, lkind, label_col=None):
         return to_blocks(df, spec, V.feature_exprs(spec.kind, spec.columns, df.schema), label,
-                         V.label_expr(lkind, lname, df.schema))
+                         V.label_expr(lkind, lname, df.schema) if label_col is None else label_col)
+
+    def _weighted(self) -> bool:
+        return bool(self._value(self.weightCol)) or bool(self._class_weight_values())
+
+    def _class_weight_values(self):
+        return self._value(self.classWeights) if self.hasParam("classWeights") else None
+
+    def _class_weights(self, task, stage):
+        """``classWeights`` checked against the number of classes (None when unset)."""
+        weights = self._class_weight_values()
+        if weights:
+            classes = task.num_classes or 2
+            if len(weights) != classes:
+                raise ValueError(f"{stage}: classWeights has {len(weights)} entries but the network classifies "
+                                 f"{classes} classes; give one weight per class index 0..{classes - 1}")
+        return weights
 
     def _frames(self, dataset, kind, lkind, stage):
         """[(name, DataFrame)]: the training data, plus ``validationData`` when set (type-checked)."""
@@ -159,11 +226,14 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
     def _phase1(self, df, name, kind, cols, lkind, lname, fshape, stage, vocab_size=None) -> dict:
         schema = df.schema
         size = math.prod(fshape) if fshape and kind in ("vector", "array") else None
-        checks = V.feature_checks(kind, cols, schema, size, vocab_size=vocab_size) + \
+        source = f"featureShape {list(fshape)}" if size else ""
+        checks = V.feature_checks(kind, cols, schema, size, vocab_size=vocab_size, size_source=source) + \
             V.label_checks(lkind, lname, schema, self._classification)
         ind = self._value(self.validationIndicatorCol)
         if ind:
             checks.append(V.Check(ind, "null values", F.col(V.quote(ind)).isNull()))
+        if self._value(self.weightCol) and name == "training data":
+            checks += W.weight_checks(self.getWeightCol())
         aggs = []
         c0 = F.col(V.quote(cols[0]))
         if kind in ("vector", "array", "tokens"):
@@ -187,7 +257,7 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
         return {"name": name, "where": where, "df": df, "checks": checks, "counts": counts, "total": total,
                 "stats": extra}
 
-    def _feature_spec(self, kind, cols, fshape, stats, stage, tokens=None) -> FeatureSpec:
+    def _feature_spec(self, kind, cols, fshape, stats, stage, net, handle, tokens=None) -> FeatureSpec:
         st = stats[0]["stats"]
         if kind == "tokens":
             if fshape:
@@ -209,26 +279,29 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
             lo, hi = st[0], st[1]
             if lo is None:
                 raise ValueError(f"{stage}: column {cols[0]!r} has no non-null rows")
+            expected = lo
             if lo != hi:
                 df = stats[0]["df"]
                 c = F.size(V.values(kind, F.col(V.quote(cols[0]))))
-                raise ValueError(f"{stage}: column {cols[0]!r} holds {kind}s of different lengths, e.g. "
-                                 f"{lo}: {V.example_row(df, c == lo)} and {hi}: {V.example_row(df, c == hi)}. "
-                                 "Make them equal, or set featureShape (rows of other lengths are then invalid "
-                                 "and handleInvalid decides)")
-            input_shape = (int(lo),)
+                accepted = accepted_lengths(net, (lo, hi))
+                if len(accepted) != 1:
+                    raise ValueError(f"{stage}: column {cols[0]!r} holds {kind}s of different lengths, e.g. "
+                                     f"{lo}: {V.example_row(df, c == lo)} and {hi}: {V.example_row(df, c == hi)}. "
+                                     "Make them equal, or set featureShape (rows of other lengths are then invalid "
+                                     "and handleInvalid decides)")
+                expected = accepted[0]
+                if handle == "error":
+                    raise ValueError(f"{stage}: column {cols[0]!r} holds {kind}s of {lo} to {hi} values, but the "
+                                     f"network takes {expected} values per row; e.g. "
+                                     f"{V.example_row(df, c != expected)} has {hi if expected == lo else lo}. Fix "
+                                     f"the data, or set handleInvalid='skip' to drop rows whose length is not "
+                                     f"{expected}")
+            input_shape = (int(expected),)
         sample_shape = tuple(fshape) if fshape else input_shape
         if math.prod(sample_shape) != math.prod(input_shape):
             raise ValueError(f"{stage}: featureShape {list(sample_shape)} has {math.prod(sample_shape)} elements but "
                              f"the rows of {list(cols)} have {math.prod(input_shape)} values (shape {input_shape})")
         return FeatureSpec(kind, tuple(cols), input_shape, sample_shape)
-
-    @staticmethod
-    def _label_size(lkind, stats):
-        if lkind == "scalar":
-            return 1
-        lo, hi = stats[0]["stats"][-2:]
-        return int(lo) if lo is not None and lo == hi else None  # mixed: the size check reports them
 
     def _apply_checks(self, st, spec, task, handle, stage):
         """Error mode: the checks that needed the network's output shape run (one small job) only when the label
@@ -279,5 +352,5 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
             net, loss, opt, batch_size=self.getBatchSize(), end_trigger=MaxEpoch(self.getMaxEpoch()),
             seed=self.getSeed() % (2 ** 63), validation_metrics=list(metrics),
             validation_batch_size=self.getInferenceBatchSize(),
-            checkpoint_dir=self._value(self.checkpointDir),
+            checkpoint_dir=self._value(self.checkpointDir), max_recoveries=self.getMaxRecoveries(),
             num_classes=num_classes, progress=False)

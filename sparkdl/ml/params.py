@@ -14,7 +14,8 @@ from pyspark.ml.param import Param, Params, TypeConverters
 
 __all__ = ["HasNetwork", "HasLoss", "HasOptimizer", "HasLearningRate", "HasBatchSize", "HasMaxEpoch", "HasSeed",
            "HasFeatureShape", "HasFeaturesCols", "HasNumPartitions", "HasCheckpointDir", "HasHandleInvalid",
-           "HasInferenceBatchSize", "HasValidationData", "HasMaxLength", "HANDLE_INVALID_OPTIONS", "OBJECT_PARAMS"]
+           "HasInferenceBatchSize", "HasValidationData", "HasMaxLength", "HasMaxRecoveries", "HasResume",
+           "HasClassWeights", "HANDLE_INVALID_OPTIONS", "OBJECT_PARAMS"]
 
 HANDLE_INVALID_OPTIONS = ("error", "skip", "keep")
 
@@ -65,6 +66,24 @@ def _to_optimizer(value):
         raise TypeError(f"optimizer must be a sparkdl.optim optimizer (e.g. sparkdl.optim.Adam(lr=1e-3)), "
                         f"got {type(value).__name__}")
     return value
+
+
+def _non_negative_int(name):
+    to_int = _typed(name, TypeConverters.toInt)
+
+    def convert(value):
+        v = to_int(value)
+        if v < 0:
+            raise ValueError(f"{name} must be >= 0, got {value!r}")
+        return v
+    return convert
+
+
+def _to_class_weights(value):
+    weights = _typed("classWeights", TypeConverters.toListFloat)(value)
+    if not weights or any(not (w >= 0) or w == float("inf") for w in weights):
+        raise ValueError(f"classWeights must be a non-empty list of finite floats >= 0 (one per class), got {value!r}")
+    return weights
 
 
 def _to_learning_rate(value):
@@ -409,3 +428,70 @@ class HasValidationData(Params):
     def getValidationData(self) -> Any:
         """Gets the value of validationData or its default value."""
         return self.getOrDefault(self.validationData)
+
+
+class HasMaxRecoveries(Params):
+    """Mixin for param maxRecoveries: how many transient failures (a lost executor, a fetch failure, a killed task)
+    training recovers from by replaying iterations (>= 0); an error raised by the computation (a layer, the loss, a
+    bad row) is never replayed.
+    """
+
+    maxRecoveries: "Param[int]" = Param(
+        Params._dummy(),
+        "maxRecoveries",
+        "how many transient failures (a lost executor, a fetch failure, a killed task) training recovers from by "
+        "replaying iterations (>= 0); an error raised by the computation (a layer, the loss, a bad row) is never "
+        "replayed.",
+        typeConverter=_non_negative_int("maxRecoveries"),
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(maxRecoveries=3)
+
+    def getMaxRecoveries(self) -> int:
+        """Gets the value of maxRecoveries or its default value."""
+        return self.getOrDefault(self.maxRecoveries)
+
+
+class HasResume(Params):
+    """Mixin for param resume: continue from the latest checkpoint in checkpointDir (weights, optimizer state,
+    schedule, counters), if there is one; the continuation equals an uninterrupted run.
+    """
+
+    resume: "Param[bool]" = Param(
+        Params._dummy(),
+        "resume",
+        "continue from the latest checkpoint in checkpointDir (weights, optimizer state, schedule, counters), if "
+        "there is one; the continuation equals an uninterrupted run.",
+        typeConverter=_typed("resume", TypeConverters.toBoolean),
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(resume=False)
+
+    def getResume(self) -> bool:
+        """Gets the value of resume or its default value."""
+        return self.getOrDefault(self.resume)
+
+
+class HasClassWeights(Params):
+    """Mixin for param classWeights: weight of each class (>= 0, one per class index): a row's loss is weighted by
+    its label's weight (times weightCol when set) and the mean loss divides by the summed weights.
+    """
+
+    classWeights: "Param[List[float]]" = Param(
+        Params._dummy(),
+        "classWeights",
+        "weight of each class (>= 0, one per class index): a row's loss is weighted by its label's weight (times "
+        "weightCol when set) and the mean loss divides by the summed weights.",
+        typeConverter=_to_class_weights,
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def getClassWeights(self) -> List[float]:
+        """Gets the value of classWeights or its default value."""
+        return self.getOrDefault(self.classWeights)

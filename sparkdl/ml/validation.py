@@ -113,9 +113,11 @@ def _non_finite(x):
     return F.isnan(x) | (F.abs(x) == F.lit(_INF))
 
 
-def feature_checks(kind: str, cols, schema, size: int | None, image_shape=None, vocab_size=None) -> list[Check]:
-    """Checks of the feature column(s). ``size``: required number of values per row (None: not checked);
-    ``image_shape``: required ``(C, H, W)`` of images; ``vocab_size``: bound of token ids (kind 'tokens')."""
+def feature_checks(kind: str, cols, schema, size: int | None, image_shape=None, vocab_size=None,
+                   size_source: str = "") -> list[Check]:
+    """Checks of the feature column(s). ``size``: required number of values per row (None: not checked), with
+    ``size_source`` saying where it comes from; ``image_shape``: required ``(C, H, W)`` of images; ``vocab_size``:
+    bound of token ids (kind 'tokens')."""
     checks = []
     for c in cols:
         col = F.col(quote(c))
@@ -143,7 +145,8 @@ def feature_checks(kind: str, cols, schema, size: int | None, image_shape=None, 
             if floating:
                 checks.append(Check(c, "NaN or infinite values", F.exists(values(kind, col), _non_finite)))
             if size is not None:
-                checks.append(Check(c, f"a length other than {size}", F.size(values(kind, col)) != size))
+                why = f" ({size_source})" if size_source else ""
+                checks.append(Check(c, f"a length other than {size}{why}", F.size(values(kind, col)) != size))
         elif kind == "scalar" and isinstance(schema[c].dataType, (FloatType, DoubleType)):
             checks.append(Check(c, "NaN or infinite values", _non_finite(col)))
     return checks

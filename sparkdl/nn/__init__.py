@@ -13,7 +13,7 @@ from sparkdl.nn.layer_norm import GroupNorm, LayerNorm
 from sparkdl.nn.embedding import Embedding, EmbeddingBag
 from sparkdl.nn.layout import Layout
 from sparkdl.nn.linear import Linear
-from sparkdl.nn.loss import (BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, Loss, MSELoss, NLLLoss,
+from sparkdl.nn.loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, Loss, MSELoss, NLLLoss,
                              SmoothL1Loss)
 from sparkdl.nn.merge import Add, Concatenate
 from sparkdl.nn.module import Module
@@ -31,4 +31,5 @@ __all__ = ["init", "Module", "Layout", "Linear", "ReLU", "Sequential", "Residual
            "SiLU", "Softplus", "PReLU", "LayerNorm", "GroupNorm", "Conv1d", "MaxPool1d", "AvgPool1d",
            "ConvTranspose2d", "Upsample", "MultiheadAttention", "TransformerEncoderLayer",
            "Embedding", "EmbeddingBag", "RNN", "LSTM", "GRU", "PaddedSequence", "SequenceLengths", "RNNOutput",
-           "Loss", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "BCEWithLogitsLoss"]
+           "Loss", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "BCEWithLogitsLoss",
+           "BCELoss"]

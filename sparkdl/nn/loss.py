@@ -18,7 +18,7 @@ import numpy as np
 from sparkdl.kernels import loss as K
 
 __all__ = ["Loss", "LOSS_REGISTRY", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss",
-           "BCEWithLogitsLoss"]
+           "BCEWithLogitsLoss", "BCELoss", "SampleWeightedLoss"]
 
 #: Every public Loss subclass by class name (persistence rebuilds a loss from its name and config).
 LOSS_REGISTRY: dict[str, type] = {}
@@ -109,6 +109,13 @@ class Loss:
         """The denominator of ``reduction='mean'`` for this ``target``."""
         raise NotImplementedError
 
+    def normalizer_weights(self, target: np.ndarray) -> np.ndarray:
+        """Each loss element's share of :meth:`normalizer` (shaped like the ``'none'`` value; they sum to it).
+
+        :class:`SampleWeightedLoss` scales these by the sample weights."""
+        raise NotImplementedError(f"{type(self).__name__} does not define normalizer_weights, so it cannot be "
+                                  "used with per-sample weights")
+
     def _compute(self, input, target):
         raise NotImplementedError
 
@@ -174,6 +181,16 @@ class _ClassIndexLoss(Loss):
         if num_classes is not None:
             self._check_range(labels, num_classes, "C = len(weight)")
         return self._norm(labels)
+
+    def normalizer_weights(self, target: np.ndarray) -> np.ndarray:
+        """1 per non-ignored target (its class weight when ``weight`` is given), 0 per ignored one."""
+        labels, num_classes = self._check_labels(target)
+        if num_classes is not None:
+            self._check_range(labels, num_classes, "C = len(weight)")
+        valid = labels != self.ignore_index
+        if self.weight is None:
+            return valid.astype(np.float64)
+        return np.where(valid, self.weight[np.where(valid, labels, 0)], 0.0)
 
     def _prepare(self, input, target):
         """Validate; return (scores as contiguous (M, C), labels (M,) int64, class weights (C,) float64)."""
@@ -310,6 +327,12 @@ class _ElementwiseLoss(Loss):
             raise TypeError(f"{type(self).__name__}: target must be a numpy.ndarray, got {type(target).__name__}")
         return float(target.size)
 
+    def normalizer_weights(self, target: np.ndarray) -> np.ndarray:
+        """1 per element."""
+        if not isinstance(target, np.ndarray):
+            raise TypeError(f"{type(self).__name__}: target must be a numpy.ndarray, got {type(target).__name__}")
+        return np.ones(target.shape, np.float64)
+
     def _compute(self, input, target):
         t = self._pair(input, target)
         d = input - t
@@ -410,7 +433,7 @@ class BCEWithLogitsLoss(_ElementwiseLoss):
     def _compute(self, input, target):
         t = self._pair(input, target)
         x = np.ascontiguousarray(input)
-        if self.weight is not None and not self._broadcasts_to(x.shape):
+        if self.weight is not None and not _broadcasts(self.weight, x.shape):
             raise ValueError(f"BCEWithLogitsLoss: weight of shape {self.weight.shape} does not broadcast to "
                              f"the input shape {x.shape}")
         pw = np.zeros(0, np.float64) if self.pos_weight is None else self.pos_weight
@@ -421,12 +444,6 @@ class BCEWithLogitsLoss(_ElementwiseLoss):
         if self.weight is not None:
             losses = losses * self.weight
         return losses, float(x.size), (x, t, pw)
-
-    def _broadcasts_to(self, shape):
-        try:
-            return np.broadcast_shapes(self.weight.shape, shape) == shape
-        except ValueError:
-            return False
 
     def _backward(self, state, g):
         x, t, pw = state
@@ -439,4 +456,163 @@ class BCEWithLogitsLoss(_ElementwiseLoss):
     def get_config(self):
         return {"weight": None if self.weight is None else self.weight.tolist(),
                 "pos_weight": None if self.pos_weight is None else self.pos_weight.tolist(),
+                "reduction": self.reduction}
+
+
+class BCELoss(_ElementwiseLoss):
+    r"""Binary cross-entropy of probabilities:
+    :math:`\ell = -w\,[y \max(\log x, -100) + (1 - y) \max(\log(1 - x), -100)]`.
+
+    The logarithms are clamped at -100 as in PyTorch, so probabilities of exactly 0 or 1 (a saturated float32
+    ``Sigmoid``) give a finite loss; the gradient is PyTorch's :math:`w (x - y) / \max(x (1 - x), 10^{-12})`.
+    :class:`BCEWithLogitsLoss` on the logits is the stabler fused form.
+
+    Parameters
+    ----------
+    weight : array_like, optional
+        Per-element rescaling :math:`w`, broadcastable to the input shape.
+    reduction : {'mean', 'sum', 'none'}
+        ``'mean'`` divides by the element count (as PyTorch; not by the weights).
+
+    Shapes: input (*) float probabilities in [0, 1]; target of the same shape with values in [0, 1].
+
+    Raises
+    ------
+    TypeError, ValueError
+        Non-float input; shape mismatch; ``weight`` not broadcastable or not finite; an input value outside
+        [0, 1] (NaN included), naming the first one.
+
+    Reference: ``torch.nn.BCELoss``.
+    """
+
+    def __init__(self, weight=None, reduction: str = "mean"):
+        super().__init__(reduction)
+        self.weight = None if weight is None else np.array(weight, dtype=np.float64)
+        if self.weight is not None and not np.all(np.isfinite(self.weight)):
+            raise ValueError("BCELoss: weight must be finite")
+
+    def _compute(self, input, target):
+        t = self._pair(input, target)
+        p = np.ascontiguousarray(input)
+        outside = ~((p >= 0) & (p <= 1))
+        if outside.any():
+            first = int(np.argmax(outside.reshape(-1)))
+            index = ", ".join(str(int(i)) for i in np.unravel_index(first, p.shape))
+            raise ValueError(f"BCELoss: input must hold probabilities in [0, 1], got input[{index}] = "
+                             f"{p.reshape(-1)[first]}; apply a Sigmoid first, or use BCEWithLogitsLoss on the logits")
+        if self.weight is not None and not _broadcasts(self.weight, p.shape):
+            raise ValueError(f"BCELoss: weight of shape {self.weight.shape} does not broadcast to the input shape "
+                             f"{p.shape}")
+        losses = K.bce_forward(p.reshape(-1), t.reshape(-1)).reshape(p.shape)
+        if self.weight is not None:
+            losses = losses * self.weight
+        return losses, float(p.size), (p, t)
+
+    def _backward(self, state, g):
+        p, t = state
+        s = np.asarray(g, np.float64)
+        if self.weight is not None:
+            s = s * self.weight
+        s = np.ascontiguousarray(np.broadcast_to(s, p.shape)).reshape(-1) if s.ndim else s.reshape(1)
+        return K.bce_backward(p.reshape(-1), t.reshape(-1), s).reshape(p.shape)
+
+    def get_config(self):
+        return {"weight": None if self.weight is None else self.weight.tolist(), "reduction": self.reduction}
+
+
+def _broadcasts(weight, shape) -> bool:
+    try:
+        return np.broadcast_shapes(weight.shape, shape) == shape
+    except ValueError:
+        return False
+
+
+class SampleWeightedLoss(Loss):
+    r"""``loss`` with one weight per sample, for data that carry their weights next to their targets.
+
+    With per-element losses :math:`\ell_{ij}` and normalizer shares :math:`n_{ij}` of the wrapped loss (for
+    ``'none'`` and :meth:`Loss.normalizer_weights`: 1 per element, or the class weight of the target), and
+    sample weights :math:`w_i \ge 0`:
+
+    * ``'sum'``: :math:`\sum_{ij} w_i \ell_{ij}`;
+    * ``'mean'``: :math:`\sum_{ij} w_i \ell_{ij} / \sum_{ij} w_i n_{ij}` — PySpark's weighted mean
+      (``sum_i w_i loss_i / sum_i w_i`` for one loss element per sample); with all weights 1 it equals the wrapped
+      loss, and an integer weight :math:`k` equals :math:`k` copies of the sample;
+    * ``'none'``: :math:`w_i \ell_{ij}`.
+
+    Parameters
+    ----------
+    loss : Loss or dict
+        The wrapped loss (its own ``reduction`` is ignored), or ``{"class": name, "config": {...}}``.
+    target_shape : sequence of int, default ()
+        Per-sample shape of the wrapped loss's target, e.g. ``()`` for class indices, ``(K,)`` for K targets.
+    target_dtype : str, default 'int64'
+        dtype the wrapped target is converted to.
+    reduction : {'mean', 'sum', 'none'}
+
+    Shapes
+    ------
+    - input: what the wrapped loss takes, (N, ...)
+    - target: (N, prod(target_shape) + 1) float: the flattened targets, then the weight in the last column
+
+    Raises
+    ------
+    ValueError
+        A target of the wrong shape, or a weight that is negative, NaN or infinite (naming the first one).
+    """
+
+    def __init__(self, loss, target_shape=(), target_dtype: str = "int64", reduction: str = "mean"):
+        super().__init__(reduction)
+        if isinstance(loss, dict):
+            loss = LOSS_REGISTRY[loss["class"]].from_config(loss["config"])
+        if not isinstance(loss, Loss):
+            raise TypeError(f"SampleWeightedLoss: loss must be a sparkdl Loss, got {type(loss).__name__}")
+        self.loss = loss
+        self.target_shape = tuple(int(d) for d in target_shape)
+        self.target_dtype = np.dtype(target_dtype).name
+
+    def _split(self, target):
+        if not isinstance(target, np.ndarray) or target.dtype.kind not in "fiu":
+            raise TypeError(f"SampleWeightedLoss: target must be a numeric numpy.ndarray, got "
+                            f"{getattr(target, 'dtype', type(target).__name__)}")
+        m = int(np.prod(self.target_shape))
+        if target.ndim != 2 or target.shape[1] != m + 1:
+            raise ValueError(f"SampleWeightedLoss: target must have shape (N, {m + 1}) (the {m} target values of "
+                             f"each sample, then its weight), got {target.shape}")
+        w = target[:, m].astype(np.float64)
+        bad = ~(np.isfinite(w) & (w >= 0))
+        if bad.any():
+            r = int(np.argmax(bad))
+            raise ValueError(f"SampleWeightedLoss: sample weights must be finite and >= 0, got {w[r]} for sample {r}")
+        t = target[:, :m].reshape(len(target), *self.target_shape).astype(self.target_dtype)
+        return t, w
+
+    @staticmethod
+    def _per_element(w, like):
+        return w.reshape(len(w), *([1] * (like.ndim - 1)))
+
+    def normalizer_weights(self, target):
+        t, w = self._split(target)
+        share = self.loss.normalizer_weights(t)
+        return share * self._per_element(w, share)
+
+    def normalizer(self, target):
+        """The summed weighted normalizer shares, :math:`\\sum_{ij} w_i n_{ij}`."""
+        return float(np.sum(self.normalizer_weights(target)))
+
+    def _compute(self, input, target):
+        t, w = self._split(target)
+        losses, _, state = self.loss._compute(input, t)
+        scale = self._per_element(w, losses)
+        share = self.loss.normalizer_weights(t)
+        return losses * scale, float(np.sum(share * self._per_element(w, share))), (state, scale, losses.shape)
+
+    def _backward(self, state, g):
+        inner, scale, shape = state
+        scaled = np.broadcast_to(np.asarray(g, np.float64) * scale, shape)
+        return self.loss._backward(inner, np.ascontiguousarray(scaled))
+
+    def get_config(self):
+        return {"loss": {"class": type(self.loss).__name__, "config": self.loss.get_config()},
+                "target_shape": list(self.target_shape), "target_dtype": self.target_dtype,
                 "reduction": self.reduction}

@@ -70,17 +70,17 @@ class _BatchNorm(Module):
         self.running_var[...] = (1.0 - f) * self.running_var + f * unbiased
 
     def forward(self, x, *, training=False, rng=None):
-        name = type(self).__name__
         check_input(self, x, self._ndims, axis=1, size=self.num_features)
         n, c = x.shape[:2]
         x3 = np.ascontiguousarray(x).reshape(n, c, int(np.prod(x.shape[2:])))
         count = x3.shape[0] * x3.shape[2]
         batch_stats = training or not self.track_running_stats
+        if training and count == 1 and self.track_running_stats:
+            # One value per channel (a one-row share of a data-parallel batch): normalise with the running
+            # statistics, which count the batch as one whose statistics equal them (see the class Notes).
+            batch_stats = False
+            self.num_batches_tracked[...] += 1
         if batch_stats:
-            if count == 1:
-                raise ValueError(f"{name}: expected more than 1 value per channel when using batch statistics "
-                                 f"(training=True), got input of shape {x.shape}; use a batch of at least 2 "
-                                 "samples, or training=False")
             if count == 0:  # an empty batch: nothing to normalise, running statistics unchanged
                 return x.copy(), None
             mean, var = K.batch_norm_stats(x3)
@@ -151,11 +151,21 @@ _DOC = r"""Batch normalization over {what} (Ioffe & Szegedy, 2015).
     the running statistics. Backward is exact in both modes. ``reset_parameters`` also resets the running
     statistics.
 
+    A training batch with a single value per channel (one row of (N, C) input — what a Spark partition's share
+    of a global batch can be) does not raise, unlike PyTorch: it is normalised and differentiated with the
+    running statistics, exactly as in evaluation, and counted as a batch whose statistics equal them
+    (``num_batches_tracked`` + 1, running mean and variance unchanged). Without running statistics its
+    output is ``bias`` (its own mean, zero variance) and its input gradient 0.
+
+    Under data parallelism (:class:`sparkdl.engine.DistributedTrainer`) statistics are those of each
+    partition's share of the global batch, as with PyTorch DDP without SyncBatchNorm; the running statistics
+    of the shares are averaged weighted by their row counts. The single-process
+    :func:`sparkdl.trainer.train_step` reproduces this with its ``groups`` argument.
+
     Raises
     ------
     TypeError, ValueError
-        Bad constructor arguments; an input of the wrong dtype, rank or channel count; a batch with a single
-        value per channel when batch statistics are used (as PyTorch).
+        Bad constructor arguments; an input of the wrong dtype, rank or channel count.
 
     References
     ----------

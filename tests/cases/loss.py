@@ -47,6 +47,14 @@ def _binary(shape, soft=False):
     return inputs
 
 
+def _probabilities(shape, soft=False):
+    def inputs(rng):
+        p = rng.uniform(0.03, 0.97, shape).astype(np.float32)
+        t = rng.uniform(0, 1, shape) if soft else rng.integers(0, 2, shape)
+        return p, t.astype(np.float32)
+    return inputs
+
+
 LOSS_CASES = [
     LossCase("ce", lambda: L.CrossEntropyLoss(), _logits((8, 5)), lambda: torch.nn.CrossEntropyLoss()),
     LossCase("ce-sum", lambda: L.CrossEntropyLoss(reduction="sum"), _logits((6, 3), 3),
@@ -90,4 +98,10 @@ LOSS_CASES = [
                                                 pos_weight=_t([2.0, 0.3, 1.5]), reduction="sum")),
     LossCase("bce-weight-row", lambda: L.BCEWithLogitsLoss(weight=[0.5, 2.0, 1.0]), _binary((4, 2, 3)),
              lambda: torch.nn.BCEWithLogitsLoss(weight=_t([0.5, 2.0, 1.0]))),
+    LossCase("bce-prob", lambda: L.BCELoss(), _probabilities((8, 3)), lambda: torch.nn.BCELoss()),
+    LossCase("bce-prob-soft-weight-sum", lambda: L.BCELoss(weight=[[0.2], [1.0], [2.0], [0.7], [1.3]], reduction="sum"),
+             _probabilities((5, 3), soft=True),
+             lambda: torch.nn.BCELoss(weight=_t([[0.2], [1.0], [2.0], [0.7], [1.3]]), reduction="sum")),
+    LossCase("bce-prob-1d", lambda: L.BCELoss(weight=[0.5, 2.0, 1.0, 1.0, 3.0, 0.1]), _probabilities((6,)),
+             lambda: torch.nn.BCELoss(weight=_t([0.5, 2.0, 1.0, 1.0, 3.0, 0.1]))),
 ]
