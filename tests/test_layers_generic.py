@@ -3,7 +3,6 @@ persistence round trip."""
 import numpy as np
 import pytest
 
-from sparkdl.io import load_model, save_model
 from tests.cases import all_layer_cases
 from tests.gradcheck import layer_gradcheck
 
@@ -100,13 +99,3 @@ def test_config_and_persistence_round_trip(case, tmp_path):
     y2 = loaded.forward(x, training=case.training, rng=np.random.default_rng(0))[0]
     np.testing.assert_array_equal(y1, y2)
 
-
-def test_persistence_roundtrip(case, tmp_path):
-    layer = case.make()
-    layer.initialize(5)
-    x = _input(case, np.float32, seed=6)
-    loaded = load_model(save_model(layer, tmp_path / "m"))
-    assert type(loaded) is type(layer) and loaded.get_config() == layer.get_config()
-    np.testing.assert_array_equal(loaded.flat_parameters, layer.flat_parameters)
-    np.testing.assert_array_equal(loaded.flat_buffers, layer.flat_buffers)
-    np.testing.assert_array_equal(loaded(x), layer(x))  # evaluation mode: deterministic
