@@ -196,7 +196,7 @@ class DataBlocks:
         if checkpoint:
             _checkpoint_driver_data(blocks)
         summaries = blocks.mapPartitionsWithIndex(
-            lambda p, it: [_summarize(p, next(iter(it)))]).collect()
+            lambda p, it: [_summarize(p, _only(it))]).collect()
         problems = [s.problem for s in summaries if s.problem]
         shapes = {s.feature_shape for s in summaries if s.count}
         if not problems and len(shapes) > 1:
@@ -227,7 +227,7 @@ class DataBlocks:
             if s.count and (s.label_min < 0 or s.label_max >= num_classes or s.label_kind == "f"):
                 p = s.partition
                 rows = self.rdd.mapPartitionsWithIndex(
-                    lambda i, it, p=p: [_first_bad_label(next(iter(it))[1], num_classes)] if i == p else []).collect()
+                    lambda i, it, p=p: [_first_bad_label(_only(it)[1], num_classes)] if i == p else _drained(it)).collect()
                 r, v = rows[0]
                 if r is None:
                     continue  # float labels that are all integral class indices
@@ -258,6 +258,19 @@ def _checkpoint_driver_data(rdd) -> None:
         atexit.register(shutil.rmtree, directory, True)
         sc.setCheckpointDir(directory)
     rdd.checkpoint()
+
+
+def _only(records):
+    """The one block of a partition, draining the iterator (a Python worker that leaves input unread is not
+    reused: the next task would pay for a new worker and its imports)."""
+    items = list(records)
+    return items[0]
+
+
+def _drained(records) -> list:
+    for _ in records:
+        pass
+    return []
 
 
 def _first_bad_label(y: np.ndarray, num_classes: int):
