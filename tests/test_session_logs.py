@@ -41,7 +41,9 @@ def _submit(tmp_path, *conf):
         pytest.skip("spark-submit is not installed")
     (tmp_path / "job.py").write_text(SCRIPT)
     env = {**os.environ, "PYTHONPATH": ROOT, "PYSPARK_PYTHON": sys.executable}
-    out = subprocess.run([submit, "--master", "local[1]", "--driver-memory", "1g", *conf, str(tmp_path / "job.py")],
+    from sparkdl.jvm import jar_path  # the README's one line for spark-submit
+    out = subprocess.run([submit, "--master", "local[1]", "--driver-memory", "1g", "--jars", jar_path(), *conf,
+                          str(tmp_path / "job.py")],
                          capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     return out
