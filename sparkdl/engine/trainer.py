@@ -260,7 +260,9 @@ class DistributedTrainer:
         sc = data.rdd.context
         self._sc = sc
         # Unpersisting last iteration's locally checkpointed state RDD is intended: do not warn each time.
-        set_jvm_log_level(sc, "org.apache.spark.api.python.PythonRDD", "ERROR")
+        for logger in ("org.apache.spark.api.python.PythonRDD",  # the Python reduce's state RDD
+                       "org.apache.spark.rdd.ZippedPartitionsRDD2"):  # the JVM reduce's
+            set_jvm_log_level(sc, logger, "ERROR")
         P = self.model.num_parameters()
         K = self.num_blocks or min(data.num_partitions, -(-P // BLOCK_PARAMETERS))
         bounds = block_bounds(P, K)
