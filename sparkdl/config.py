@@ -62,6 +62,9 @@ def _tbb_usable() -> bool:
 
 if "NUMBA_THREADING_LAYER" not in os.environ:  # the user's choice is kept
     os.environ["NUMBA_THREADING_LAYER"] = "tbb" if sys.platform == "linux" and _tbb_usable() else "workqueue"
+elif os.environ["NUMBA_THREADING_LAYER"] == "tbb" and not _tbb_usable():
+    # Chosen (or inherited by a Spark worker from its driver) but not loadable here: a working layer instead.
+    os.environ["NUMBA_THREADING_LAYER"] = "workqueue"
 
 import numba  # noqa: E402
 import scipy.linalg.cython_blas  # noqa: E402,F401  numba's np.dot BLAS, loaded so that its threads are limited
