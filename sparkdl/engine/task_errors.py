@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import base64
 import importlib
-import pickle
+import json
 import re
 import traceback
 import zlib
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -87,7 +87,7 @@ def task_context(stage: str, partition: int, epoch: int, iteration: int, rows=No
         report = TaskErrorReport(cls.__module__, cls.__qualname__, str(e), traceback.format_exc(), stage,
                                  int(partition), int(epoch), int(iteration),
                                  None if rows is None else tuple(int(r) for r in np.asarray(rows)))
-        encoded = base64.b64encode(zlib.compress(pickle.dumps(report))).decode("ascii")
+        encoded = base64.b64encode(zlib.compress(json.dumps(asdict(report)).encode())).decode("ascii")  # data, not pickle
         raise TaskError(f"{cls.__name__}: {e} ({report.where()}) {MARKER}{encoded}") from e
 
 
@@ -98,10 +98,11 @@ def _report(exc: BaseException) -> TaskErrorReport | None:
         found = _ENCODED.findall(str(e))
         if found:
             try:
-                report = pickle.loads(zlib.decompress(base64.b64decode(found[-1])))
-            except Exception:
+                fields = json.loads(zlib.decompress(base64.b64decode(found[-1])))
+                rows = fields.pop("rows")
+                return TaskErrorReport(**fields, rows=None if rows is None else tuple(rows))
+            except Exception:  # not a report of ours
                 return None
-            return report if isinstance(report, TaskErrorReport) else None
         e = e.__cause__ or e.__context__
     return None
 
