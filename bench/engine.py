@@ -20,6 +20,8 @@ The last line printed is one JSON object with every figure.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import json
 import os
 import subprocess
@@ -96,6 +98,18 @@ def sparkdl_iteration_ms(sc, model, x, y, batch_size, iterations, compress=None,
     return 1000 * float(np.median(secs)), summary, wall
 
 
+@contextlib.contextmanager
+def reduce_in_tasks(on=True):
+    """Run the JVM reduce of a one-block model in a JVM task (the second stage) instead of on the driver."""
+    from sparkdl.engine import jvm_reduce
+    before = jvm_reduce.DRIVER_REDUCE
+    jvm_reduce.DRIVER_REDUCE = not on
+    try:
+        yield
+    finally:
+        jvm_reduce.DRIVER_REDUCE = before
+
+
 class Py4JCounter:
     """Counts py4j round trips (every command the Python driver sends to the JVM)."""
 
@@ -131,6 +145,7 @@ def breakdown(sc, model_fn, x, y, batch_size, iterations, jvm_reduce):
 
         def profiled(*a):
             if trainer.state.iteration == 3:
+                gc.collect()  # py4j deletes collected Java references with a command each: not this fit's
                 start_profiler(sc)
                 if trainer._jvm is not None:
                     trainer._jvm.loop.take_timings()
@@ -153,7 +168,8 @@ def breakdown(sc, model_fn, x, y, batch_size, iterations, jvm_reduce):
            "spark_jobs": round(len(jobs) / n, 2), "job_ms": round(sum(j["ms"] for j in jobs) / n, 1)}
     per["driver_outside_jobs_ms"] = round(per["iteration_ms"] - per["job_ms"], 1)
     if java is not None:  # the driver JVM's side of TrainingLoop.step, per iteration
-        per["jvm_driver"] = {k: round(java[k] / n, 2) for k in ("before_job_ms", "job_ms", "commit_ms")}
+        per["jvm_driver"] = {k: round(java[k] / n, 2) for k in ("before_job_ms", "job_ms", "driver_reduce_ms",
+                                                                       "commit_ms")}
         per["python_and_py4j_ms"] = round(per["iteration_ms"] - sum(per["jvm_driver"].values()), 1)
     stages = {}
     for j in jobs:
@@ -267,18 +283,25 @@ def main():
     y = rng.integers(0, 2, 4096)
     tiny = lambda: nn.Sequential(nn.Linear(10, 2))  # noqa: E731
     tiny_ms, _, _ = sparkdl_iteration_ms(sc, tiny(), x, y, 64, iters + 3)
+    with reduce_in_tasks():
+        tiny_task_ms, _, _ = sparkdl_iteration_ms(sc, tiny(), x, y, 64, iters + 3)
     tiny_py_ms, _, _ = sparkdl_iteration_ms(sc, tiny(), x, y, 64, iters + 3, jvm_reduce=False)
     res["floor"] = {"empty_job_ms": round(empty_ms, 1), "two_stage_job_ms": round(floor_ms, 1),
                     "sparkdl_tiny_iteration_ms": round(tiny_ms, 1), "ratio": round(tiny_ms / floor_ms, 3),
+                    "jvm_task_reduce_tiny_iteration_ms": round(tiny_task_ms, 1),
+                    "jvm_task_reduce_ratio": round(tiny_task_ms / floor_ms, 3),
                     "python_reduce_tiny_iteration_ms": round(tiny_py_ms, 1),
                     "python_reduce_ratio": round(tiny_py_ms / floor_ms, 3)}
     print(f"bare empty 2-task job          {empty_ms:8.1f} ms")
     print(f"bare 2-stage job (floor)       {floor_ms:8.1f} ms")
     print(f"sparkdl iteration, tiny model  {tiny_ms:8.1f} ms   ratio to floor {tiny_ms / floor_ms:.2f} (target <= 0.35)")
+    print(f"  JVM reduce in a task         {tiny_task_ms:8.1f} ms   ratio to floor {tiny_task_ms / floor_ms:.2f}")
     print(f"  with the Python reduce       {tiny_py_ms:8.1f} ms   ratio to floor {tiny_py_ms / floor_ms:.2f}")
     res["breakdown"] = {}
-    for name, jvm_reduce in (("jvm_reduce", True), ("python_reduce", False)):
-        res["breakdown"][name] = b = breakdown(sc, tiny, x, y, 64, max(10, iters // 2), jvm_reduce)
+    for name, jvm_reduce, in_tasks in (("jvm_driver_reduce", True, False), ("jvm_task_reduce", True, True),
+                                       ("python_reduce", False, False)):
+        with reduce_in_tasks(in_tasks):
+            res["breakdown"][name] = b = breakdown(sc, tiny, x, y, 64, max(10, iters // 2), jvm_reduce)
         print(f"breakdown, tiny model, {name}: {json.dumps(b)}")
     p100_ms, _, _ = sparkdl_iteration_ms(sc, tiny(), x, y, 64, iters + 3, partitions=100)
     res["partitions"] = {"p2_ms": round(tiny_ms, 1), "p100_ms": round(p100_ms, 1),

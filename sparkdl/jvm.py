@@ -188,11 +188,11 @@ class TrainingLoop:
     """Python handle of the bridge's ``org.sparkdl.bridge.TrainingLoop`` (see
     :mod:`sparkdl.engine.jvm_reduce`): every method is one py4j call with bytes in and out."""
 
-    def __init__(self, data_rdd, bounds, sizes, groups: int):
+    def __init__(self, data_rdd, bounds, sizes, groups: int, driver_reduce: bool):
         sc = data_rdd.context
         self._sc = sc
-        self._loop = bridge(sc).trainingLoop(sc._jsc, data_rdd._jrdd, bounds.astype("<i8").tobytes(), sizes.astype("<i8").tobytes(),
-                         int(groups))
+        self._loop = bridge(sc).trainingLoop(sc._jsc, data_rdd._jrdd, bounds.astype("<i8").tobytes(),
+                                             sizes.astype("<i8").tobytes(), int(groups), bool(driver_reduce))
 
     def set_gradients(self, func) -> None:
         self._loop.setGradients(_raw_python_rdd(self._loop.fullSource(), self._sc, func),
@@ -218,10 +218,11 @@ class TrainingLoop:
 
     def take_timings(self) -> dict:
         """Driver-side milliseconds summed since the last call: before the job, in the job's ``collect``,
-        committing the result (new broadcast, releases), and the number of iterations (benchmarks)."""
-        before, job, commit, n = self._loop.takeTimings().split()
-        return {"before_job_ms": float(before), "job_ms": float(job), "commit_ms": float(commit),
-                "iterations": int(n)}
+        the sum and update on the driver (driver reduce only), committing the result (new broadcast,
+        releases), and the number of iterations (benchmarks)."""
+        before, job, reduce, commit, n = self._loop.takeTimings().split()
+        return {"before_job_ms": float(before), "job_ms": float(job), "driver_reduce_ms": float(reduce),
+                "commit_ms": float(commit), "iterations": int(n)}
 
     def lineage_depth(self) -> int:
         """Lines of the cached state RDD's debug string (bounded-lineage tests)."""

@@ -4,8 +4,9 @@ import pytest
 
 from sparkdl import nn
 from sparkdl.engine import DataBlocks, DistributedTrainer, MaxEpoch, MaxIteration, TrainingDivergedError
+from sparkdl.engine import jvm_reduce
 from sparkdl.engine.jvm_reduce import pack_states, supports, unpack_states
-from sparkdl.jvm import persistent_rdd_count
+from sparkdl.jvm import persistent_rdd_count, start_profiler, stop_profiler
 from sparkdl.optim import SGD, Adagrad, Adam, AdamW
 
 
@@ -62,6 +63,72 @@ def test_bitwise_equal_to_python_reduce(data, name):
     assert not np.array_equal(jvm_model.flat_parameters, _model().flat_parameters)  # it trained
 
 
+@pytest.fixture
+def executor_reduce(monkeypatch):
+    """One block reduced in a JVM task instead of on the driver."""
+    monkeypatch.setattr(jvm_reduce, "DRIVER_REDUCE", False)
+
+
+@pytest.mark.parametrize("name", ["sgd_nesterov_clip_value", "adam_wd_amsgrad"])
+def test_one_block_reduced_in_a_task_is_bitwise_equal_too(data, name, executor_reduce):
+    py_model, jvm_model = _model(), _model()
+    py, _ = _fit(data, py_model, OPTIMIZERS[name](), False)
+    jv, trainer = _fit(data, jvm_model, OPTIMIZERS[name](), True)
+    np.testing.assert_array_equal(jv.loss, py.loss)
+    np.testing.assert_array_equal(jvm_model.flat_parameters, py_model.flat_parameters)
+
+
+def test_driver_reduce_runs_one_stage_per_iteration(spark, data, monkeypatch):
+    driver_model, task_model = _model(), _model()
+    start_profiler(spark.sparkContext)
+    _fit(data, driver_model, Adam(lr=0.01), True, epochs=1)
+    one = stop_profiler(spark.sparkContext)
+    monkeypatch.setattr(jvm_reduce, "DRIVER_REDUCE", False)
+    start_profiler(spark.sparkContext)
+    _fit(data, task_model, Adam(lr=0.01), True, epochs=1)
+    two = stop_profiler(spark.sparkContext)
+    iterations = 5  # 96 rows, batch 20
+    assert [len(j["stages"]) for j in one if j["stages"]][-iterations:] == [1] * iterations
+    assert [len(j["stages"]) for j in two if j["stages"]][-iterations:] == [2] * iterations
+    np.testing.assert_array_equal(driver_model.flat_parameters, task_model.flat_parameters)
+
+
+@pytest.mark.parametrize("groups", [False, True], ids=["one_segment", "groups_and_frozen"])
+@pytest.mark.parametrize("driver", [True, False], ids=["driver_reduce", "executor_reduce"])
+def test_clip_norm_bitwise(spark, groups, driver, monkeypatch):
+    """clip_norm with one block: the JVM's float64 norm (8192-element block sums, numpy's pairwise sum, fsum
+    over segments) equals the Python path's bit for bit; 81k parameters = 10 norm blocks."""
+    monkeypatch.setattr(jvm_reduce, "DRIVER_REDUCE", driver)
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((64, 200)).astype(np.float32), rng.integers(0, 3, 64)
+    data = DataBlocks.from_numpy(spark.sparkContext, x, y, 2)
+
+    def run(jvm, clip_norm=0.5):
+        model = nn.Sequential(nn.Linear(200, 400), nn.ReLU(), nn.Linear(400, 3)).initialize(2)
+        opt = SGD(lr=0.1, clip_norm=clip_norm)
+        if groups:
+            opt.configure(model.parameter_layout(), [{"params": ["0.bias"], "lr": 0.05},
+                                                     {"params": ["2.bias"], "frozen": True}])
+        trainer = DistributedTrainer(model, nn.CrossEntropyLoss(), opt, batch_size=16, end_trigger=MaxEpoch(1),
+                                     seed=5, progress=False, jvm_reduce=jvm)
+        trainer.fit(data)
+        return model
+    py_model = run(False)
+    jvm_model = run(True)
+    np.testing.assert_array_equal(jvm_model.flat_parameters, py_model.flat_parameters)
+    assert not np.array_equal(run(True, clip_norm=None).flat_parameters, py_model.flat_parameters)  # it clipped
+    data.unpersist()
+
+
+def test_clip_norm_with_several_blocks_is_refused_for_jvm_reduce(data):
+    trainer = DistributedTrainer(_model(), nn.CrossEntropyLoss(), SGD(lr=0.1, clip_norm=1.0), batch_size=20,
+                                 num_blocks=2, progress=False, jvm_reduce=None)
+    trainer.fit(data)  # automatic: the Python reduce
+    with pytest.raises(ValueError, match="clip_norm needs the global gradient norm"):
+        DistributedTrainer(_model(), nn.CrossEntropyLoss(), SGD(lr=0.1, clip_norm=1.0), batch_size=20,
+                           num_blocks=2, progress=False, jvm_reduce=True)
+
+
 def test_param_groups_frozen_batchnorm_and_blocks_bitwise(data):
     def opt(model):
         o = AdamW(lr=0.01)
@@ -89,7 +156,9 @@ def test_many_partitions_grouped_per_core_bitwise(spark):
     data.unpersist()
 
 
-def test_checkpoint_resume_and_states_round_trip(data, tmp_path):
+@pytest.mark.parametrize("driver", [True, False], ids=["driver_reduce", "executor_reduce"])
+def test_checkpoint_resume_and_states_round_trip(data, tmp_path, driver, monkeypatch):
+    monkeypatch.setattr(jvm_reduce, "DRIVER_REDUCE", driver)
     whole = _model()
     _fit(data, whole, Adam(lr=0.01), True, epochs=2)
     part = _model()
@@ -126,7 +195,9 @@ def test_divergence_keeps_last_good_weights(spark):
     data.unpersist()
 
 
-def test_cache_broadcasts_and_lineage_stay_bounded(spark):
+@pytest.mark.parametrize("driver", [True, False], ids=["driver_reduce", "executor_reduce"])
+def test_cache_broadcasts_and_lineage_stay_bounded(spark, driver, monkeypatch):
+    monkeypatch.setattr(jvm_reduce, "DRIVER_REDUCE", driver)
     x, y = _data(n=40)
     sc = spark.sparkContext
     before = persistent_rdd_count(sc)
@@ -150,7 +221,8 @@ def test_cache_broadcasts_and_lineage_stay_bounded(spark):
 
 def test_unsupported_configurations_are_named():
     assert supports(Adagrad(lr=0.1), None) is not None
-    assert "clip_norm" in supports(SGD(lr=0.1, clip_norm=1.0), None)
+    assert supports(SGD(lr=0.1, clip_norm=1.0), None, 1) is None
+    assert "clip_norm" in supports(SGD(lr=0.1, clip_norm=1.0), None, 2)
     assert supports(Adam(), "fp16") is not None
     assert supports(AdamW(), None) is None
     with pytest.raises(ValueError, match="jvm_reduce=True is not possible: optimizer Adagrad"):

@@ -11,13 +11,14 @@ One iteration is one call of :meth:`JvmAllReduce.step`, i.e. one py4j round trip
 * stage 2, JVM: block k's records are summed in source-partition order, divided by the global normalizer
   and the optimizer update is applied to shard k with its cached state — the numba kernels' float32
   arithmetic, operation for operation, so results are bitwise those of the Python path
-  (``tests/test_jvm_reduce.py``).
+  (``tests/test_jvm_reduce.py``). With one block (models under ~1M parameters) there is no stage 2: the
+  driver JVM collects the records and does the same sum and update itself (:data:`DRIVER_REDUCE`).
 
 The driver keeps the weights on the JVM; Python reads them (and the shard states) only for validation,
 snapshots, checkpoints and at the end. Supported: :class:`~sparkdl.optim.SGD` (momentum, dampening,
 Nesterov, weight decay), :class:`~sparkdl.optim.Adam` and :class:`~sparkdl.optim.AdamW` (AMSGrad), with
-``clip_value``, parameter groups and frozen tensors; other optimizers, ``clip_norm`` and fp16 compression
-use the Python reduce (:mod:`sparkdl.engine.iteration`).
+``clip_value`` or ``clip_norm`` (the latter with one AllReduce block), parameter groups and frozen tensors;
+other optimizers and fp16 compression use the Python reduce (:mod:`sparkdl.engine.iteration`).
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from sparkdl.engine import local_cache
 from sparkdl.engine.tasks import MISS, FitContext, partition_gradient
 from sparkdl.optim import SGD, Adam, AdamW
 
-__all__ = ["JvmAllReduce", "supports", "encode_program", "pack_states", "unpack_states", "gradient_records"]
+__all__ = ["JvmAllReduce", "DRIVER_REDUCE", "supports", "encode_program", "pack_states", "unpack_states", "gradient_records"]
 
 _RECORD = struct.Struct("<iiiiddq")  # kind, block, partition, reserved, loss, normalizer, count
 _GRAD, _MISS, _BUFFERS = 1, 2, 3
@@ -42,12 +43,14 @@ _STEP = struct.Struct("<iiddq")  # status, ran_full, loss_sum, normalizer_sum, s
 _OK, _NONFINITE_LOSS = 0, 1
 
 
-def supports(optimizer, compress) -> str | None:
-    """``None`` if the JVM reduce can run this configuration, else the reason it cannot."""
+def supports(optimizer, compress, num_blocks: int | None = None) -> str | None:
+    """``None`` if the JVM reduce can run this configuration, else the reason it cannot. ``clip_norm`` needs
+    the whole gradient in one place, i.e. one AllReduce block (``num_blocks`` None: not known yet)."""
     if type(optimizer) not in (SGD, Adam, AdamW):
         return f"optimizer {type(optimizer).__name__} has no JVM update (SGD, Adam and AdamW have)"
-    if optimizer.clip_norm is not None:
-        return "clip_norm needs the global gradient norm between the sum and the update"
+    if optimizer.clip_norm is not None and num_blocks is not None and num_blocks != 1:
+        return f"clip_norm needs the global gradient norm, which the JVM reduce computes only with one " \
+               f"AllReduce block (got {num_blocks})"
     if compress is not None:
         return f"compress={compress!r}"
     return None
@@ -70,7 +73,8 @@ def encode_program(optimizer, bounds: np.ndarray, lr: float, step: int) -> bytes
         bc1 = None
         head = (1, optimizer.nesterov + 2 * (step == 1), f32(1.0), gclip, f32(optimizer.momentum),
                 f32(1.0 - optimizer.dampening), f32(0), f32(0), f32(0), f32(0), f32(0), f32(0))
-    parts = [struct.pack("<ii10fi", *head, len(bounds) - 1)]
+    clip_norm = 0.0 if optimizer.clip_norm is None else float(optimizer.clip_norm)
+    parts = [struct.pack("<ii10fdi", *head, clip_norm, len(bounds) - 1)]
     seg_dtype = np.dtype([("lo", "<i4"), ("hi", "<i4"), ("a", "<f4"), ("wd", "<f4"), ("decay", "<f4")])
     for k in range(len(bounds) - 1):
         seg = optimizer.segments(int(bounds[k]), int(bounds[k + 1]), lr)
@@ -190,6 +194,11 @@ def gradient_records(fit_broadcast, data_deserializer, split: int, frames):
 
 
 # ---------------------------------------------------------------------------------------------- driver
+#: Reduce on the driver JVM when there is one AllReduce block (saves the second stage of every iteration:
+#: measured in bench/engine.py). Off: always reduce in JVM tasks (tests and benchmarks compare the two).
+DRIVER_REDUCE = True
+
+
 class JvmAllReduce:
     """Driver side: owns the bridge's ``TrainingLoop`` for one fit.
 
@@ -202,11 +211,21 @@ class JvmAllReduce:
         AllReduce block boundaries.
     groups : int
         Gradient tasks per iteration over executor-local copies (task slots).
+
+    Attributes
+    ----------
+    driver_reduce : bool
+        With one block (:data:`DRIVER_REDUCE` on), an iteration is a one-stage job: the gradient records are
+        collected to the driver JVM, which sums them and applies the update (the optimizer state lives there);
+        with several blocks, JVM reduce tasks do it next to their cached shard states. Same arithmetic, so
+        the same bits either way.
     """
 
     def __init__(self, data, fit_broadcast, optimizer, bounds: np.ndarray, groups: int):
         self.optimizer, self.bounds = optimizer, np.asarray(bounds, np.int64)
-        self.loop = jvm.TrainingLoop(data.rdd, self.bounds, np.asarray(data.sizes, np.int64), groups)
+        self.driver_reduce = DRIVER_REDUCE and len(self.bounds) == 2
+        self.loop = jvm.TrainingLoop(data.rdd, self.bounds, np.asarray(data.sizes, np.int64), groups,
+                                     self.driver_reduce)
         task = partial(gradient_records, fit_broadcast, data.rdd._jrdd_deserializer)
         self.loop.set_gradients(task)
         self.step_count = 0

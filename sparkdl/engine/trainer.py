@@ -112,8 +112,9 @@ class DistributedTrainer:
         ``jvm_bridge`` (:mod:`sparkdl.engine.jvm_reduce`): one py4j call and one Python stage per iteration,
         one gradient task per executor core over the executor-local data copies, results bitwise equal to
         the Python reduce. Default (``None``): on when the bridge is on the session's class path and the
-        configuration is supported (SGD, Adam, AdamW without ``clip_norm`` or ``compress``); ``True``
-        requires it; ``False`` always uses the Python reduce.
+        configuration is supported (SGD, Adam, AdamW without ``compress``; ``clip_norm`` with one AllReduce
+        block); ``True`` requires it; ``False`` always uses the Python reduce. With one block (models under
+        ~1M parameters) the driver JVM sums and updates (one stage per iteration).
     fault_hook : callable, optional
         Testing aid: ``hook(stage=, partition=, epoch=, iteration=, attempt=)`` called inside every task.
 
@@ -180,7 +181,7 @@ class DistributedTrainer:
         if jvm_reduce not in (None, True, False):
             raise TypeError(f"DistributedTrainer: jvm_reduce must be None, True or False, got {jvm_reduce!r}")
         if jvm_reduce:
-            reason = supports(optimizer, compress)
+            reason = supports(optimizer, compress, num_blocks)
             if reason is not None:
                 raise ValueError(f"DistributedTrainer: jvm_reduce=True is not possible: {reason}; "
                                  "use jvm_reduce=None (automatic) or False")
@@ -278,9 +279,12 @@ class DistributedTrainer:
                                    self.threads_per_task, self.fault_hook,
                                    f"{sc.applicationId}-{data.rdd.id()}" if self.local_data_copy else None)
         self._bc_fit = CloudBroadcast(sc, fit_ctx)
-        use_jvm = self.jvm_reduce
+        use_jvm, reason = self.jvm_reduce, supports(self.optimizer, self.compress, K)
         if use_jvm is None:
-            use_jvm = supports(self.optimizer, self.compress) is None
+            use_jvm = reason is None
+        elif use_jvm and reason is not None:
+            raise ValueError(f"DistributedTrainer: jvm_reduce=True is not possible: {reason}; "
+                             "use jvm_reduce=None (automatic) or False")
         if use_jvm:
             bridge(sc)  # BridgeMissingError naming the line to add to the session
             groups = max(1, sc.defaultParallelism // _task_cpus(sc)) if self.local_data_copy else 0

@@ -48,8 +48,8 @@ public final class Bridge {
      * arguments as its constructor.
      */
     public static TrainingLoop trainingLoop(JavaSparkContext jsc, JavaRDD<byte[]> data, byte[] bounds, byte[] sizes,
-                                            int groups) {
-        return new TrainingLoop(jsc, data, bounds, sizes, groups);
+                                            int groups, boolean driverReduce) {
+        return new TrainingLoop(jsc, data, bounds, sizes, groups, driverReduce);
     }
 
     private static StageProfiler profiler;

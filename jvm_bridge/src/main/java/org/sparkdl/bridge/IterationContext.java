@@ -17,7 +17,7 @@ import org.apache.spark.broadcast.Broadcast;
  * <pre>
  * header: int32 magic 0x5344_4c31 | int32 epoch | int32 iteration in epoch | int32 global iteration |
  *         int32 full (1: the partition's data records follow) | int32 n | int32[n] partitions
- * weights: the broadcast float32 parameters followed by the float32 buffers
+ * weights: the float32 parameters followed by the float32 buffers (inline or broadcast)
  * </pre>
  */
 final class IterationContext implements Serializable {
@@ -27,6 +27,8 @@ final class IterationContext implements Serializable {
     int iteration;
     int globalIteration;
     Broadcast<byte[]> weights;
+    /** The weights themselves when they travel inside the tasks (then {@link #weights} is null). */
+    byte[] inlineWeights;
     /** Data partitions each group task of the local-copy source computes (set on the driver). */
     int[][] groups = new int[0][];
 
@@ -45,7 +47,7 @@ final class IterationContext implements Serializable {
         int[] partitions = full ? new int[] {index} : groups[index];
         List<byte[]> head = new ArrayList<>(2);
         head.add(header(full, partitions));
-        head.add(weights.value());
+        head.add(inlineWeights != null ? inlineWeights : weights.value());
         if (data == null) {
             return head.iterator();
         }

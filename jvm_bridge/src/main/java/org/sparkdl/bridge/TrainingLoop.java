@@ -29,6 +29,11 @@ import scala.Tuple2;
  * iteration's broadcast. Python reads weights and states only when it needs them (validation,
  * snapshots, checkpoints, the end).
  *
+ * <p>Two reduce modes: with {@code driverReduce} (one AllReduce block, i.e. models under ~1M parameters)
+ * the job has one stage, the gradient records are collected to the driver and summed and applied here, and
+ * the optimizer state lives on the driver; otherwise JVM reduce tasks do it next to their cached states.
+ * The arithmetic is the same ({@link BlockReducer}), so both modes give bit-identical results.
+ *
  * <p>Two gradient sources: "full" runs one task per cached data partition with its data records
  * appended (the first iteration, and whenever an executor lacks a local copy); "local" runs one task per
  * group of co-located partitions that reads executor-local copies.
@@ -48,21 +53,28 @@ public final class TrainingLoop {
     private JavaRDD<byte[]> fullGradients;
     private JavaRDD<byte[]> localGradients;
     private final boolean localEnabled;
+    private final boolean driverReduce;
     private boolean localReady;
 
     private float[] weights = new float[0];
     private float[] buffers = new float[0];
+    /** The weights the next iteration's tasks read (packed parameters and buffers) and their broadcast. */
+    private byte[] currentBytes;
     private Broadcast<byte[]> current;
     private JavaRDD<ShardState> states;
     private Broadcast<byte[]> statesBroadcast;
+    /** The optimizer state of the one block in driver-reduce mode. */
+    private ShardState driverState;
 
     /**
      * @param data the cached training data (the Python RDD's JVM side, one record batch per partition)
      * @param bounds int64 little-endian block boundaries, K + 1 values
      * @param sizes int64 little-endian sample counts per data partition
      * @param groups number of group tasks of the local source (task slots); 0: never use local copies
+     * @param driverReduce sum and update on the driver (requires one block)
      */
-    TrainingLoop(JavaSparkContext jsc, JavaRDD<byte[]> data, byte[] bounds, byte[] sizes, int groups) {
+    TrainingLoop(JavaSparkContext jsc, JavaRDD<byte[]> data, byte[] bounds, byte[] sizes, int groups,
+                 boolean driverReduce) {
         this.jsc = jsc;
         this.data = data;
         this.bounds = longs(bounds);
@@ -71,6 +83,11 @@ public final class TrainingLoop {
             throw new IllegalArgumentException("sparkdl bridge: " + this.sizes.length + " partition sizes for "
                     + data.getNumPartitions() + " partitions");
         }
+        if (driverReduce && this.bounds.length != 2) {
+            throw new IllegalArgumentException("sparkdl bridge: driver reduce needs one block, got "
+                    + (this.bounds.length - 1));
+        }
+        this.driverReduce = driverReduce;
         this.fullSource = data.mapPartitionsWithIndex(new Prepend(context), true);
         this.localEnabled = groups > 0;
         this.localSource = new GroupSourceRDD(jsc.sc(), context, Math.max(1, Math.min(groups, this.sizes.length)));
@@ -105,8 +122,21 @@ public final class TrainingLoop {
         }
         weights = Arrays.copyOfRange(all, 0, numParameters);
         buffers = Arrays.copyOfRange(all, numParameters, all.length);
+        publish(packed);
+    }
+
+    /**
+     * Weights up to this size travel inside the tasks (Spark serializes each job's tasks anyway) when the
+     * driver reduces: one broadcast less to create and destroy per iteration. Larger ones are broadcast.
+     */
+    static final int INLINE_WEIGHT_BYTES = 512 * 1024;
+
+    /** Make {@code packed} the weights of the next iteration; release the previous broadcast unless the
+     * cached states' lineage still refers to it. */
+    private void publish(byte[] packed) {
         Broadcast<byte[]> old = current;
-        current = jsc.broadcast(packed);
+        currentBytes = packed;
+        current = driverReduce && packed.length <= INLINE_WEIGHT_BYTES ? null : jsc.broadcast(packed);
         if (old != null && old != statesBroadcast) {
             old.destroy();
         }
@@ -146,12 +176,16 @@ public final class TrainingLoop {
             }
             list.add(new ShardState(block, step, a));
         }
-        replaceStates(jsc.parallelize(list, k), null);
+        if (driverReduce) {
+            driverState = list.get(0);
+        } else {
+            replaceStates(jsc.parallelize(list, k), null);
+        }
         localReady = false;
     }
 
     public byte[] states() {
-        List<ShardState> list = new ArrayList<>(states.collect());
+        List<ShardState> list = new ArrayList<>(driverReduce ? List.of(driverState) : states.collect());
         list.sort(Comparator.comparingInt(s -> s.block));
         int size = 4;
         for (ShardState s : list) {
@@ -194,13 +228,14 @@ public final class TrainingLoop {
         context.iteration = iteration;
         context.globalIteration = globalIteration;
         context.weights = current;
+        context.inlineWeights = current == null ? currentBytes : null;
         int full = localReady ? 0 : 1;
         Attempt a = localReady ? run(localGradients, prog) : null;
         if (a == null || a.missed) {
             full = a == null ? 1 : 2;
             a = run(fullGradients, prog);
             if (a.missed) {
-                a.next.unpersist(false);
+                a.discard();
                 throw new IllegalStateException("sparkdl bridge: a partition had no data in a full iteration");
             }
             assignGroups();
@@ -208,32 +243,70 @@ public final class TrainingLoop {
         long t1 = System.nanoTime();
         byte[] out = commit(a, full);
         long t2 = System.nanoTime();
-        timings[0] += t1 - t0 - a.jobNanos;
+        timings[0] += t1 - t0 - a.jobNanos - a.reduceNanos;
         timings[1] += a.jobNanos;
-        timings[2] += t2 - t1;
-        timings[3]++;
+        timings[2] += a.reduceNanos;
+        timings[3] += t2 - t1;
+        timings[4]++;
         return out;
     }
 
-    /** Driver-side nanoseconds summed over iterations: [outside jobs before commit, in jobs, commit, count]. */
-    private final long[] timings = new long[4];
+    /**
+     * Driver-side nanoseconds summed over iterations: [outside jobs before commit, in jobs, driver reduce,
+     * commit, count].
+     */
+    private final long[] timings = new long[5];
 
-    /** "before_jobs_ms jobs_ms commit_ms iterations" summed since the last call (benchmarks), then reset. */
+    /**
+     * "before_jobs_ms jobs_ms driver_reduce_ms commit_ms iterations" summed since the last call (benchmarks),
+     * then reset.
+     */
     public String takeTimings() {
-        String out = String.format("%.3f %.3f %.3f %d", timings[0] / 1e6, timings[1] / 1e6, timings[2] / 1e6,
-                timings[3]);
+        String out = String.format("%.3f %.3f %.3f %.3f %d", timings[0] / 1e6, timings[1] / 1e6,
+                timings[2] / 1e6, timings[3] / 1e6, timings[4]);
         Arrays.fill(timings, 0);
         return out;
     }
 
     private static final class Attempt {
         long jobNanos;
+        long reduceNanos;
+        /** The new cached states (executor reduce only). */
         JavaRDD<ShardState> next;
         ShardState[] results;
         boolean missed;
+
+        void discard() {
+            if (next != null) {
+                next.unpersist(false);
+            }
+        }
     }
 
     private Attempt run(JavaRDD<byte[]> gradients, UpdateProgram prog) {
+        return driverReduce ? reduceOnDriver(gradients, prog) : reduceOnExecutors(gradients, prog);
+    }
+
+    /** One stage: collect every gradient task's records, then sum and update here. */
+    private Attempt reduceOnDriver(JavaRDD<byte[]> gradients, UpdateProgram prog) {
+        Attempt a = new Attempt();
+        long start = System.nanoTime();
+        List<byte[]> frames = gradients.collect();
+        long collected = System.nanoTime();
+        a.jobNanos = collected - start;
+        List<Tuple2<Integer, byte[]>> keyed = new ArrayList<>(frames.size());
+        for (byte[] f : frames) {
+            keyed.add(new Tuple2<>(0, f));
+        }
+        ShardState next = new BlockReducer(prog, currentBytes, bounds)
+                .call(keyed.iterator(), List.of(driverState).iterator()).next();
+        a.results = new ShardState[] {next};
+        a.missed = next.missed;
+        a.reduceNanos = System.nanoTime() - collected;
+        return a;
+    }
+
+    private Attempt reduceOnExecutors(JavaRDD<byte[]> gradients, UpdateProgram prog) {
         int k = numBlocks();
         JavaPairRDD<Integer, byte[]> keyed = gradients.mapToPair(f -> new Tuple2<>(Frames.block(f), f))
                 .partitionBy(new BlockPartitioner(k));
@@ -250,7 +323,7 @@ public final class TrainingLoop {
             a.missed |= s.missed;
         }
         if (a.missed) {
-            a.next.unpersist(false);
+            a.discard();
         }
         return a;
     }
@@ -269,7 +342,7 @@ public final class TrainingLoop {
         double loss = head.normalizerSum > 0 ? head.lossSum / head.normalizerSum : Double.NaN;
         int status = !Double.isFinite(loss) ? NONFINITE_LOSS : finite ? OK : NONFINITE_WEIGHTS;
         if (status != OK) {
-            a.next.unpersist(false);
+            a.discard();
         } else {
             float[] buf = buffers;
             if (head.bufferSum != null && head.bufferSum.length > 0 && head.count > 0) {
@@ -280,10 +353,14 @@ public final class TrainingLoop {
                 }
             }
             Broadcast<byte[]> used = current;
-            replaceStates(a.next, used);
+            if (driverReduce) {
+                driverState = new ShardState(0, head.step, head.arrays);
+            } else {
+                replaceStates(a.next, used);
+            }
             weights = next;
             buffers = buf;
-            current = jsc.broadcast(weights());
+            publish(weights());
             localReady = localEnabled;
         }
         ByteBuffer out = ByteBuffer.allocate(32).order(ByteOrder.LITTLE_ENDIAN);
@@ -367,18 +444,25 @@ public final class TrainingLoop {
         return states == null ? 0 : states.toDebugString().split("\n").length;
     }
 
+    /** Whether this loop reduces on the driver (one stage per iteration). */
+    public boolean driverReduce() {
+        return driverReduce;
+    }
+
     /** Release the cached states and the broadcasts. */
     public void close() {
         if (states != null) {
             states.unpersist(false);
             states = null;
         }
+        driverState = null;
         for (Broadcast<byte[]> b : new Broadcast[] {current, statesBroadcast}) {
             if (b != null) {
                 b.destroy();
             }
         }
         current = statesBroadcast = null;
+        currentBytes = null;
     }
 
     private static long[] longs(byte[] b) {

@@ -11,9 +11,11 @@ import java.nio.ByteBuffer;
  * <pre>
  * int32 optimizer (1 SGD, 2 Adam) | int32 flags (1 nesterov, 2 first step, 4 amsgrad, 8 decoupled) |
  * float32 gscale, gclip, momentum, oneMinusDampening, w1, oneMinusW1, beta2, oneMinusBeta2, bc2Sqrt, eps |
- * int32 K | per block: int32 nseg | per segment: int32 lo, int32 hi, float32 a, float32 wd, float32 decay
+ * float64 clipNorm (0: none) | int32 K | per block: int32 nseg | per segment: int32 lo, int32 hi, float32 a, float32 wd, float32 decay
  * </pre>
  * (segment bounds are block-relative; a = -lr for SGD, -lr/bc1 for Adam; decay = 1 - lr * wd for AdamW).
+ * With {@code clipNorm} the gradient scale is not {@code gscale} but computed from the mean gradient of the
+ * block ({@link GradientNorm}), which must then be the whole gradient (one block).
  */
 final class UpdateProgram implements Serializable {
     static final int SGD = 1;
@@ -22,6 +24,7 @@ final class UpdateProgram implements Serializable {
     final int optimizer;
     final boolean nesterov, first, amsgrad, decoupled;
     final float gscale, gclip, momentum, oneMinusDampening, w1, oneMinusW1, beta2, oneMinusBeta2, bc2Sqrt, eps;
+    final double clipNorm;
     final int[][] segLo, segHi;
     final float[][] segA, segWd, segDecay;
 
@@ -43,7 +46,11 @@ final class UpdateProgram implements Serializable {
         oneMinusBeta2 = b.getFloat();
         bc2Sqrt = b.getFloat();
         eps = b.getFloat();
+        clipNorm = b.getDouble();
         int k = b.getInt();
+        if (clipNorm != 0.0 && k != 1) {
+            throw new IllegalArgumentException("sparkdl bridge: clip_norm needs one block, got " + k);
+        }
         segLo = new int[k][];
         segHi = new int[k][];
         segA = new float[k][];
@@ -83,31 +90,32 @@ final class UpdateProgram implements Serializable {
 
     /** Apply the update of block {@code k} to {@code p} in place, given the mean gradient {@code g}. */
     void apply(int k, float[] p, float[] g, float[][] state) {
+        float scale = clipNorm == 0.0 ? gscale : GradientNorm.clipScale(g, segLo[k], segHi[k], clipNorm);
         if (optimizer == SGD) {
-            sgd(k, p, g, state.length > 0 ? state[0] : null);
+            sgd(k, p, g, state.length > 0 ? state[0] : null, scale);
         } else if (optimizer == ADAM) {
-            adam(k, p, g, state[0], state[1], amsgrad ? state[2] : null);
+            adam(k, p, g, state[0], state[1], amsgrad ? state[2] : null, scale);
         } else {
             throw new IllegalArgumentException("sparkdl bridge: unknown optimizer code " + optimizer);
         }
     }
 
-    private float prep(float g) {
+    private float prep(float g, float scale) {
         if (g > gclip) {
             g = gclip;
         } else if (g < -gclip) {
             g = -gclip;
         }
-        return g * gscale;
+        return g * scale;
     }
 
     /** sparkdl/optim/sgd.py {@code _sgd_kernel}. */
-    private void sgd(int k, float[] p, float[] g, float[] buf) {
+    private void sgd(int k, float[] p, float[] g, float[] buf, float scale) {
         for (int s = 0; s < segLo[k].length; s++) {
             float negLr = segA[k][s];
             float wd = segWd[k][s];
             for (int i = segLo[k][s]; i < segHi[k][s]; i++) {
-                float d = prep(g[i]);
+                float d = prep(g[i], scale);
                 float pi = p[i];
                 if (wd != 0f) {
                     d = d + wd * pi;
@@ -123,13 +131,13 @@ final class UpdateProgram implements Serializable {
     }
 
     /** sparkdl/optim/adam.py {@code _adam_kernel} (Adam, AdamW, AMSGrad). */
-    private void adam(int k, float[] p, float[] g, float[] m, float[] v, float[] vmax) {
+    private void adam(int k, float[] p, float[] g, float[] m, float[] v, float[] vmax, float scale) {
         for (int s = 0; s < segLo[k].length; s++) {
             float negStep = segA[k][s];
             float wd = segWd[k][s];
             float decay = segDecay[k][s];
             for (int i = segLo[k][s]; i < segHi[k][s]; i++) {
-                float d = prep(g[i]);
+                float d = prep(g[i], scale);
                 float pi = p[i];
                 if (decoupled) {
                     pi = pi * decay;
