@@ -86,3 +86,25 @@ def test_reshard_states_equals_whole_vector_state():
         for key in ("exp_avg", "exp_avg_sq"):
             if key in whole:
                 np.testing.assert_array_equal(s[key], whole[key][new[k]:new[k + 1]])
+
+
+def test_a_group_task_plans_each_partition_once_per_epoch(monkeypatch):
+    """One task computes many co-located partitions per iteration: their epoch plans stay cached."""
+    from types import SimpleNamespace
+
+    from sparkdl.engine import tasks
+    calls = []
+
+    def counting(*args, **kw):
+        calls.append(args[1])  # the epoch
+        return local_schedule(*args, **kw)
+    monkeypatch.setattr(tasks, "local_schedule", counting)
+    monkeypatch.setattr(tasks, "_SCHEDULES", {})
+    sizes = [7] * 100
+    fit = SimpleNamespace(offsets=np.concatenate([[0], np.cumsum(sizes)]), seed=3, batch_size=64, shuffle=True)
+    for epoch in (0, 1):
+        for iteration in range(3):
+            rows = [tasks._local_rows(fit, epoch, iteration, p) for p in range(100)]
+            assert sum(len(r) for r in rows) == 64
+    assert calls == [0] * 100 + [1] * 100
+    assert {k[1] for k in tasks._SCHEDULES} == {0, 1}  # older epochs are dropped, these two kept

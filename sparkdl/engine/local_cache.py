@@ -22,6 +22,8 @@ import numpy as np
 __all__ = ["store", "load", "root"]
 
 _OPEN: dict = {}
+#: Open partition copies kept per Python worker (a group task reads every co-located partition per iteration).
+_MAX_OPEN = 1024
 
 
 def root() -> str:
@@ -69,7 +71,7 @@ def load(key: str, partition: int):
         hit = np.load(px, mmap_mode="r"), np.load(py)
     except (OSError, ValueError):
         return None
-    while len(_OPEN) >= 64:
+    while len(_OPEN) >= _MAX_OPEN:
         _OPEN.pop(next(iter(_OPEN)))
     _OPEN[(px, py)] = hit
     return hit

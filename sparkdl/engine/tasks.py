@@ -78,6 +78,7 @@ class IterationContext:
 
 
 _SCHEDULES: dict = {}
+_MAX_PLANS = 4096
 
 
 def _maybe_fail(fit: FitContext, stage: str, partition: int, ctx: IterationContext):
@@ -96,8 +97,12 @@ def _local_rows(fit: FitContext, epoch: int, iteration: int, p: int) -> np.ndarr
     key = (fit.seed, epoch, p, offset, stop, fit.batch_size, fit.shuffle)
     plan = _SCHEDULES.get(key)
     if plan is None:
-        while len(_SCHEDULES) >= 4:
-            _SCHEDULES.pop(next(iter(_SCHEDULES)))
+        # Keep every partition's plan of this epoch (a group task computes many partitions per iteration)
+        # and of the previous one; plans of other epochs or fits go, so memory stays ~2 epochs of row ids.
+        if len(_SCHEDULES) >= _MAX_PLANS:
+            _SCHEDULES.clear()
+        for old in [k for k in _SCHEDULES if not epoch - 1 <= k[1] <= epoch]:
+            del _SCHEDULES[old]
         plan = _SCHEDULES[key] = local_schedule(fit.seed, epoch, int(fit.offsets[-1]), offset, stop - offset,
                                                 fit.batch_size, fit.shuffle)
     rows, starts = plan
