@@ -3,7 +3,7 @@
 Runs with plain Python (Spark ``local[*]``) or under ``spark-submit`` (uses the session spark-submit
 configures); every option of ``sparkdl train`` works here too::
 
-    python examples/train_lenet5_mnist.py --epochs 12
+    python examples/train_lenet5_mnist.py --epochs 7
     spark-submit --master local[2] examples/train_lenet5_mnist.py --limit 10000 --epochs 1 --json
 """
 import sys

@@ -5,7 +5,7 @@ Examples
     sparkdl train --model lenet5 --dataset mnist            # Spark local[*], default settings
     sparkdl train --model mlp --dataset fashion-mnist --epochs 5 --master local[2] --json
     sparkdl evaluate --model runs/lenet5-mnist/model --dataset mnist
-    spark-submit --master spark://host:7077 examples/train_lenet5_mnist.py --epochs 12
+    spark-submit --master spark://host:7077 examples/train_lenet5_mnist.py --epochs 7
 """
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Train a reference model on a dataset with the distributed engine.")
     common(t)
     t.add_argument("--model", choices=["lenet5", "mlp"], default="lenet5", help="network to train")
-    t.add_argument("--epochs", type=_int_at_least(1), default=12, help="passes over the training data")
+    t.add_argument("--epochs", type=_int_at_least(1), default=7, help="passes over the training data")
     t.add_argument("--batch-size", type=_int_at_least(1), default=512, help="global mini-batch size")
     t.add_argument("--lr", type=_float(positive=True), default=4e-3, help="peak learning rate")
     t.add_argument("--optimizer", choices=["adam", "adamw", "sgd"], default="adam",
