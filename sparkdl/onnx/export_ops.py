@@ -159,6 +159,31 @@ def check_exportable(model) -> None:
                             f"{sorted(c.__name__ for c in EXPORTERS)}")
 
 
+def _zeros(shape, dtype):
+    """Zeros shaped like ``shape``, which is a tuple of ints or a nested tuple of them ((output, state))."""
+    if shape and isinstance(shape[0], tuple):
+        return tuple(_zeros(s, dtype) for s in shape)
+    return np.zeros(shape, dtype)
+
+
+def _shape_of(y):
+    return tuple(_shape_of(v) for v in y) if isinstance(y, tuple) else y.shape
+
+
+def _first_leaf(module):
+    while isinstance(module, (nn.Sequential, nn.Residual)) and module._modules:
+        module = next(iter(module._modules.values()))
+    return module
+
+
+def integer_inputs(model, names: list) -> list:
+    """The inputs of ``model`` read by an Embedding (int64 token ids in the exported file)."""
+    if isinstance(model, nn.Graph):
+        return [n for n in names if any(n in model.node_inputs[c] and isinstance(_first_leaf(m), nn.Embedding)
+                                        for c, m in model._modules.items())]
+    return list(names) if isinstance(_first_leaf(model), nn.Embedding) else []
+
+
 def export_module(module, path: str, xs: list, shapes: list, em) -> tuple[list, list]:
     """Emit ``module`` applied to values ``xs`` of ``shapes``; returns its output values and shapes.
 
@@ -172,9 +197,10 @@ def export_module(module, path: str, xs: list, shapes: list, em) -> tuple[list, 
     fn = EXPORTERS[type(module)]
     if isinstance(module, nn.Graph):
         return fn(module, path, xs, shapes, em)
-    zeros = [np.zeros(s, module.dtype) for s in shapes]
+    zeros = [np.zeros(s, em.dtypes.get(x, module.dtype)) if isinstance(x, str) else _zeros(s, module.dtype)
+             for x, s in zip(xs, shapes)]
     try:
-        out_shape = module(zeros[0] if len(zeros) == 1 else tuple(zeros)).shape
+        out_shape = _shape_of(module(zeros[0] if len(zeros) == 1 else tuple(zeros)))
     except (TypeError, ValueError) as e:
         raise ValueError(f"sparkdl.onnx.save: {path or 'the model'} ({type(module).__name__}) does not accept "
                          f"inputs of shape {[s[1:] for s in shapes]} (per sample): {e}") from e
