@@ -8,6 +8,11 @@ config values, float constants become parameters (a weight initializer read by t
 (scalars, ``Constant`` nodes, shared constants); a node whose inputs are all constants is evaluated at import
 (constant folding) and produces a constant. Operators with a layer of their own (MatMul, Add, Reshape,
 Concat, Softmax, Gather) fall back to :func:`generic` from their converters when the layer does not apply.
+
+A generic node computes the ONNX semantics exactly, on the whole batch. That each sample's output depends on
+that sample only is checked where the batch axis is known (a constant Reshape target that mixes samples of a
+batch-first tensor is refused); shapes computed in the graph (``Reshape(x, Concat(Shape(x)[0], ...))``) are
+taken as the exporter wrote them.
 """
 from __future__ import annotations
 
@@ -41,7 +46,7 @@ def _local(source: str, index: int, taken: set) -> str:
     return name
 
 
-def generic(node, ctx, attrs=None, op_type=None, inputs=None):
+def generic(node, ctx, attrs=None, inputs=None):
     """A :class:`~sparkdl.onnx.converters.Layer` of :class:`sparkdl.nn.OnnxOp` for ``node``.
 
     ``inputs`` overrides the node's input names (absent optional inputs as ''); ``attrs`` are the attributes
@@ -69,11 +74,11 @@ def generic(node, ctx, attrs=None, op_type=None, inputs=None):
     if not runtime:  # constant folding: evaluate now, consumers see a constant
         args = [None if e is None else tensors[e["tensor"]][0] if "tensor" in e else np.asarray(
             e["value"], e["dtype"]) for e in spec]
-        value = ONNX_OPS[op_type or node.op_type][0](args, dict(attrs or {}))[0]
+        value = ONNX_OPS[node.op_type][0](args, dict(attrs or {}))[0]
         ctx.graph.constants[node.output[0]] = value
         ctx.graph.shapes[node.output[0]] = value.shape
         return []
-    config = {"op_type": op_type or node.op_type, "attrs": dict(attrs or {}), "inputs": spec,
+    config = {"op_type": node.op_type, "attrs": dict(attrs or {}), "inputs": spec,
               "parameters": params, "buffers": buffers}
     return ctx.layer(node, nn.OnnxOp, config, inputs=runtime, **tensors)
 
