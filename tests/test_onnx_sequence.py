@@ -178,6 +178,24 @@ def test_imported_attention_graph_gradients_float64():
                     max_params=60)
 
 
+@pytest.mark.parametrize("make, x", [(EmbeddingLSTM, _ids(3, 7)), (BiGRU, _x(3, 6, 4)), (_encoder_layer, _x(3, 5, 8))],
+                         ids=["embedding-lstm", "bigru", "encoder"])
+def test_imported_sequence_models_export_again(tmp_path, make, x):
+    """torch -> ONNX -> sparkdl -> ONNX -> onnxruntime: the generic nodes are written back as their operators."""
+    ort = pytest.importorskip("onnxruntime")
+    torch.manual_seed(6)
+    tm = make()
+    with _no_fastpath():
+        model = sonnx.load(torch_to_onnx(tm, x))
+    path = sonnx.save(model, tmp_path / "again.onnx", input_shape=x.shape[1:])
+    onnx.checker.check_model(onnx.load(path), full_check=True)
+    other = (_ids if x.dtype == np.int64 else _x)(2, *x.shape[1:], seed=3)
+    for batch in (x, other):
+        (y,) = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": batch})
+        with torch.no_grad():
+            np.testing.assert_allclose(y, tm(torch.from_numpy(batch)).numpy(), rtol=1e-5, atol=1e-5)
+
+
 # ------------------------------------------------------------------------------------------------ errors
 def _recurrent_file(op="LSTM", gates=4, attrs=None, extra_inputs=(), extra_inits=(), x_shape=(4, 2, 3)):
     rng = np.random.default_rng(0)

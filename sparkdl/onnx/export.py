@@ -1,7 +1,8 @@
 """ONNX export: :func:`save` writes a sparkdl module as a self-contained, checker-validated ``.onnx`` file.
 
 The module tree is walked with :data:`sparkdl.onnx.export_ops.EXPORTERS` (one function per module class);
-shapes are found by running each leaf once on a zero batch of one sample. Node names are ``/<module path>/<Op>``
+shapes (and the shape tensors an imported graph computes) are found by running each module once on an example
+batch of one zero sample. Node names are ``/<module path>/<Op>``
 and initializers ``<module path>.<tensor>`` (the ``state_dict`` key), as ``torch.onnx.export`` writes them,
 so :func:`sparkdl.onnx.load` of an exported file rebuilds the same parameter names.
 """
@@ -29,12 +30,14 @@ class Emitter:
         self.nodes: list[dict] = []
         self.initializers: dict[str, np.ndarray] = {}
         self.dtypes: dict[str, np.dtype] = {}  # values that are not float (integer graph inputs)
+        self.examples: dict[str, np.ndarray] = {}  # module outputs on the example batch (one zero sample)
         self._values: set = set()
 
     def tensor(self, name: str, array) -> str:
-        """Add an initializer (float arrays as float32, integer arrays as int64); returns its name."""
+        """Add an initializer (float arrays as float32, integer arrays as int64, booleans as bool); returns its
+        name."""
         a = np.asarray(array)
-        a = a.astype(np.int64) if a.dtype.kind in "iu" else a.astype(np.float32)
+        a = a.astype(np.int64) if a.dtype.kind in "iu" else a if a.dtype.kind == "b" else a.astype(np.float32)
         base, k = name, 1
         while name in self.initializers:
             name, k = f"{base}_{k}", k + 1

@@ -147,7 +147,7 @@ EXPORTERS = {
     nn.Sequential: _sequential, nn.Residual: _residual, nn.Concat: _concat,
     nn.Add: _add, nn.Concatenate: _concatenate, nn.Graph: _graph,
 }
-_MULTI = (nn.Add, nn.Concatenate, nn.Graph)
+_MULTI = (nn.Add, nn.Concatenate, nn.Graph, nn.OnnxOp)
 
 
 def check_exportable(model) -> None:
@@ -159,11 +159,20 @@ def check_exportable(model) -> None:
                             f"{sorted(c.__name__ for c in EXPORTERS)}")
 
 
-def _zeros(shape, dtype):
-    """Zeros shaped like ``shape``, which is a tuple of ints or a nested tuple of them ((output, state))."""
-    if shape and isinstance(shape[0], tuple):
-        return tuple(_zeros(s, dtype) for s in shape)
-    return np.zeros(shape, dtype)
+def _example(em, x, shape, dtype):
+    """The example value of ONNX value(s) ``x`` (a name, or nested tuple of names for (output, state)): what
+    the module that produced it computed on the example batch, else zeros of ``shape``."""
+    if isinstance(x, str):
+        return em.examples[x] if x in em.examples else np.zeros(shape, em.dtypes.get(x, dtype))
+    return tuple(_example(em, xi, si, dtype) for xi, si in zip(x, shape))
+
+
+def _record(em, names, value):
+    if isinstance(names, str):
+        em.examples[names] = value
+    else:
+        for n, v in zip(names, value):
+            _record(em, n, v)
 
 
 def _shape_of(y):
@@ -197,12 +206,12 @@ def export_module(module, path: str, xs: list, shapes: list, em) -> tuple[list, 
     fn = EXPORTERS[type(module)]
     if isinstance(module, nn.Graph):
         return fn(module, path, xs, shapes, em)
-    zeros = [np.zeros(s, em.dtypes.get(x, module.dtype)) if isinstance(x, str) else _zeros(s, module.dtype)
-             for x, s in zip(xs, shapes)]
+    examples = [_example(em, x, s, module.dtype) for x, s in zip(xs, shapes)]
     try:
-        out_shape = _shape_of(module(zeros[0] if len(zeros) == 1 else tuple(zeros)))
+        out = module(examples[0] if len(examples) == 1 else tuple(examples))
     except (TypeError, ValueError) as e:
         raise ValueError(f"sparkdl.onnx.save: {path or 'the model'} ({type(module).__name__}) does not accept "
                          f"inputs of shape {[s[1:] for s in shapes]} (per sample): {e}") from e
     y = fn(module, path, xs, shapes, em) if isinstance(module, _MULTI) else fn(module, path, xs[0], shapes[0], em)
-    return [y], [out_shape]
+    _record(em, y, out)
+    return [y], [_shape_of(out)]
