@@ -93,7 +93,8 @@ def test_bad_op_config():
 
 
 def test_imported_gru_graph_gradients_float64():
-    """RecurrentPart (Y and Y_h), the Transpose/Reshape/Gather/Slice/Concat glue and the GRUs' own backward."""
+    """RecurrentPart (Y and per-layer Y_h), the Transpose/Reshape/Gather/Slice/Concat glue and the stacked GRU's
+    own backward."""
     torch = pytest.importorskip("torch")
     sonnx = pytest.importorskip("sparkdl.onnx")
     from tests.onnx_helpers import torch_to_onnx

@@ -80,9 +80,27 @@ def test_bidirectional_two_layer_gru_matches_torch():
     torch.manual_seed(1)
     tm = BiGRU()
     model = _compare(tm, _x(3, 6, 4), _x(5, 6, 4, seed=1))
-    grus = [m for _, m in model.named_modules() if isinstance(m, nn.GRU)]
-    assert len(grus) == 2 and all(g.bidirectional for g in grus)  # one ONNX node (one module) per layer
-    assert {"gru.weight_ih_l0", "gru.weight_hh_l0_reverse", "fc.weight"} <= set(model.state_dict())
+    (gru,) = [m for _, m in model.named_modules() if isinstance(m, nn.GRU)]  # two ONNX nodes, one module
+    assert gru.num_layers == 2 and gru.bidirectional
+    assert set(model.state_dict()) == set(tm.state_dict())  # weight_ih_l1_reverse ... as torch's
+
+
+class StackedLSTM(tnn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm, self.fc = tnn.LSTM(4, 5, num_layers=3, batch_first=True), tnn.Linear(10, 2)
+
+    def forward(self, x):
+        out, (h, c) = self.lstm(x)
+        return self.fc(torch.cat([out[:, -1] + h[0], c[1]], 1))  # every layer's states are used
+
+
+def test_stacked_lstm_is_one_module_with_torch_names():
+    torch.manual_seed(7)
+    tm = StackedLSTM()
+    model = _compare(tm, _x(3, 6, 4), _x(2, 6, 4, seed=1))
+    (lstm,) = [m for _, m in model.named_modules() if isinstance(m, nn.LSTM)]
+    assert lstm.num_layers == 3 and set(model.state_dict()) == set(tm.state_dict())
 
 
 class ReluRNN(tnn.Module):

@@ -199,9 +199,14 @@ def _recurrent_part(m, path, x, shape, em):
     if m.part == "Y":  # (T, N, D * H) -> (T, D, N, H)
         y = _reshape(em, path, out, [0, 0, m.num_directions, -1])
         return em.node("Transpose", [y], path, perm=[0, 2, 1, 3])
-    if isinstance(state, tuple):
-        return state[0] if m.part == "Y_h" else state[1]
-    return state
+    full = (state[0] if m.part == "Y_h" else state[1]) if isinstance(state, tuple) else state
+    d, start = m.num_directions, m.layer * m.num_directions
+    rows = (shape[1][0 if m.part == "Y_h" else 1] if isinstance(state, tuple) else shape[1])[0]
+    if rows == d:  # a one-layer module: the whole state
+        return full
+    return em.node("Slice", [full, em.tensor(_join(path, "starts"), np.array([start])),
+                             em.tensor(_join(path, "ends"), np.array([start + d])),
+                             em.tensor(_join(path, "axes"), np.array([0]))], path)
 
 
 EXPORTERS.update({nn.OnnxOp: _onnx_op, nn.RecurrentPart: _recurrent_part})

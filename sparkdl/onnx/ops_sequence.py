@@ -3,10 +3,11 @@
 
 ONNX recurrent nodes hold all directions' weights in one tensor each, ``W`` (D, G*H, D_in), ``R`` (D, G*H, H)
 and ``B`` (D, 2*G*H) = [W_b, R_b], with the gates in ONNX's order: LSTM ``i, o, f, c`` and GRU ``z, r, h``,
-where PyTorch (and sparkdl) use ``i, f, g, o`` and ``r, z, n``. One node is one layer of one sparkdl module
-(``torch.onnx.export`` writes one node per layer of a stacked network); its outputs ``Y`` (T, D, N, H), ``Y_h``
-and ``Y_c`` (D, N, H) are taken from the module's ``(output, state)`` by :class:`~sparkdl.nn.RecurrentPart`
-nodes, and the Transpose/Squeeze/Reshape glue that torch writes around them imports as generic nodes.
+where PyTorch (and sparkdl) use ``i, f, g, o`` and ``r, z, n``. ``torch.onnx.export`` writes one node per layer
+of a stacked network, joined by a Squeeze (one direction) or Transpose + Reshape (two): such a stack becomes one
+module with ``num_layers`` layers (parameters named as torch's, ``weight_ih_l1`` ...). The nodes' outputs ``Y``
+(T, D, N, H), ``Y_h`` and ``Y_c`` (D, N, H) are taken from the module's ``(output, state)`` by
+:class:`~sparkdl.nn.RecurrentPart` nodes; the glue torch writes around the stack imports as generic nodes.
 """
 from __future__ import annotations
 
@@ -96,15 +97,42 @@ def _check_recurrent(node, a, ctx, op: str) -> tuple[int, str]:
     return d, nonlinearity
 
 
+def _squeeze_axes(ctx, node):
+    given = [a.ints for a in node.attribute if a.name == "axes"]
+    if given:
+        return list(given[0])
+    return [int(v) for v in np.asarray(ctx.graph.constants.get(_input(node, 1), [-99])).reshape(-1)]
+
+
+def _next_layer(ctx, node, d: int):
+    """The recurrent node that reads ``node``'s Y only, through torch's inter-layer glue (Squeeze(axes=[1]) for
+    one direction, Transpose(0, 2, 1, 3) + Reshape([0, 0, -1]) for two), and the glue nodes; else (None, [])."""
+    glue, value = [], node.output[0]
+    for want in (["Squeeze"] if d == 1 else ["Transpose", "Reshape"]) + [node.op_type]:
+        users = ctx.consumers.get(value, [])
+        if len(users) != 1 or value in ctx.graph.outputs or users[0].op_type != want or users[0].input[0] != value:
+            return None, []
+        user = users[0]
+        if want == "Squeeze" and _squeeze_axes(ctx, user) != [1]:
+            return None, []
+        if want == "Transpose" and [list(a.ints) for a in user.attribute if a.name == "perm"] != [[0, 2, 1, 3]]:
+            return None, []
+        if want == "Reshape" and np.asarray(ctx.graph.constants.get(user.input[1], [])).tolist() != [0, 0, -1]:
+            return None, []
+        if want == node.op_type:
+            return user, glue
+        glue.append(user)
+        value = user.output[0]
+    return None, []
+
+
 def _recurrent(op: str):
     order, cls = _GATES[op]
 
     def reorder(w, h):
         return np.concatenate([w[k * h:(k + 1) * h] for k in order], axis=0).astype(np.float32)
 
-    def convert(node, a, ctx):
-        d, nonlinearity = _check_recurrent(node, a, ctx, op)
-        x = ctx.activation(node, 0)
+    def weights(node, a, ctx, d, layer):
         w, r, b = ctx.const(node, 1, "W"), ctx.const(node, 2, "R"), ctx.const(node, 3, "B")
         g = len(order)
         h = int(a["hidden_size"] or r.shape[-1])
@@ -114,22 +142,45 @@ def _recurrent(op: str):
                            f", {d} direction(s), {g} gate(s): expected ({d}, {g * h}, D_in), ({d}, {g * h}, {h}), "
                            f"({d}, {2 * g * h})")
         tensors = {}
-        for k, sfx in enumerate(["_l0", "_l0_reverse"][:d]):
+        for k, sfx in enumerate([f"_l{layer}", f"_l{layer}_reverse"][:d]):
             tensors["weight_ih" + sfx] = (reorder(w[k], h), node.input[1] if k == 0 else None)
             tensors["weight_hh" + sfx] = (reorder(r[k], h), node.input[2] if k == 0 else None)
             if b is not None:
                 tensors["bias_ih" + sfx] = (reorder(b[k][:g * h], h), node.input[3] if k == 0 else None)
                 tensors["bias_hh" + sfx] = (reorder(b[k][g * h:], h), None)
-        config = {"input_size": int(w.shape[2]), "hidden_size": h, "bias": b is not None,
+        return tensors, (int(w.shape[2]), h, b is not None)
+
+    def convert(node, a, ctx):
+        """One node, or a stack of nodes joined by torch's glue, is one module (num_layers = nodes)."""
+        from sparkdl.onnx.converters import CONVERTERS, read_attributes
+        d, nonlinearity = _check_recurrent(node, a, ctx, op)
+        x = ctx.activation(node, 0)
+        tensors, (input_size, h, bias) = weights(node, a, ctx, d, 0)
+        nodes = [node]
+        while True:
+            nxt, glue = _next_layer(ctx, nodes[-1], d)
+            if nxt is None:
+                break
+            na = read_attributes(nxt, CONVERTERS[op], ctx.opset)
+            more, (size, nh, nbias) = weights(nxt, na, ctx, d, len(nodes))
+            if _check_recurrent(nxt, na, ctx, op) != (d, nonlinearity) or (size, nh, nbias) != (d * h, h, bias):
+                break
+            tensors.update(more)
+            for n in glue + [nxt]:
+                ctx.absorb(n)
+            nodes.append(nxt)
+        config = {"input_size": input_size, "hidden_size": h, "num_layers": len(nodes), "bias": bias,
                   "bidirectional": d == 2}
         if op == "RNN":
             config["nonlinearity"] = nonlinearity
         state = f"{node.output[0] or node.name}:state"
         layers = [ctx.layer(node, cls, config, inputs=[x], output=state, **tensors)]
-        for k, part in enumerate(["Y", "Y_h", "Y_c"][:len(node.output)]):
-            out = node.output[k]
-            if out and (out in ctx.consumers or out in ctx.graph.outputs):
-                layers.append(Layer(node, nn.RecurrentPart, {"part": part, "num_directions": d}, [state], out))
+        for layer, n in enumerate(nodes):
+            for k, part in enumerate(["Y", "Y_h", "Y_c"][:len(n.output)]):
+                out = n.output[k]
+                if out and (out in ctx.consumers or out in ctx.graph.outputs) and (k or n is nodes[-1]):
+                    layers.append(Layer(node, nn.RecurrentPart, {"part": part, "num_directions": d,
+                                                                 "layer": layer}, [state], out))
         return layers
     return convert
 
