@@ -18,7 +18,8 @@ token ids. The imported module is an ordinary sparkdl module: it trains with
 Export (:func:`save`, opset :data:`EXPORT_OPSET`) writes the module classes of
 :data:`sparkdl.onnx.export_ops.EXPORTERS`: the layers above as their native operators (Embedding as Gather,
 LSTM/GRU/RNN one node per layer, LayerNorm as LayerNormalization, RNNOutput as Slice/Transpose/Reshape), and
-MultiheadAttention and TransformerEncoderLayer as primitives (Gemm, MatMul, Softmax, ...).
+MultiheadAttention and TransformerEncoderLayer as primitives (MatMul, Softmax, ...), and the generic nodes of
+imported graphs as the operators they came from, so an imported network exports again after fine-tuning.
 
 Needs the optional dependencies ``pip install 'sparkdl[onnx]'`` (the ``onnx`` package).
 """

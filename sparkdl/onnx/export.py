@@ -2,9 +2,9 @@
 
 The module tree is walked with :data:`sparkdl.onnx.export_ops.EXPORTERS` (one function per module class);
 shapes (and the shape tensors an imported graph computes) are found by running each module once on an example
-batch of one zero sample. Node names are ``/<module path>/<Op>``
-and initializers ``<module path>.<tensor>`` (the ``state_dict`` key), as ``torch.onnx.export`` writes them,
-so :func:`sparkdl.onnx.load` of an exported file rebuilds the same parameter names.
+batch of one zero sample. Node names are ``/<module path>/<Op>`` and initializers ``<module path>.<tensor>``
+(the ``state_dict`` key), as ``torch.onnx.export`` writes them, so :func:`sparkdl.onnx.load` of an exported
+file rebuilds the same parameter names.
 """
 from __future__ import annotations
 
