@@ -18,6 +18,7 @@ from sparkdl.nn.loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Los
 from sparkdl.nn.merge import Add, Concatenate
 from sparkdl.nn.module import Module
 from sparkdl.nn.normalization import BatchNorm1d, BatchNorm2d
+from sparkdl.nn.onnx_ops import OnnxOp, RecurrentPart
 from sparkdl.nn.pooling import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
 from sparkdl.nn.recurrent import GRU, LSTM, RNN
 from sparkdl.nn.sequence import PaddedSequence, RNNOutput, SequenceLengths
@@ -31,5 +32,6 @@ __all__ = ["init", "Module", "Layout", "Linear", "ReLU", "Sequential", "Residual
            "SiLU", "Softplus", "PReLU", "LayerNorm", "GroupNorm", "Conv1d", "MaxPool1d", "AvgPool1d",
            "ConvTranspose2d", "Upsample", "MultiheadAttention", "TransformerEncoderLayer",
            "Embedding", "EmbeddingBag", "RNN", "LSTM", "GRU", "PaddedSequence", "SequenceLengths", "RNNOutput",
+           "OnnxOp", "RecurrentPart",
            "Loss", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "BCEWithLogitsLoss",
            "BCELoss"]

@@ -11,7 +11,8 @@ A graph has named inputs, named nodes (each a module applied to earlier values) 
 
 A value may feed any number of nodes and outputs (its gradients are summed in backward). A node with one
 input calls ``module.forward(array)``; a node with k >= 2 inputs calls ``module.forward((x_1, ..., x_k))``,
-so it must be a merge layer (:mod:`sparkdl.nn.merge`) or a multi-input Graph. Node modules are children
+so it must be a merge layer (:mod:`sparkdl.nn.merge`), a multi-input Graph or a module that declares its
+``num_inputs`` (:class:`~sparkdl.nn.OnnxOp`). Node modules are children
 named by their node names, in node order, so parameter names are ``<node>.<tensor>`` (node names may
 contain dots, e.g. ``layer1.0.conv1``, which gives PyTorch's ``state_dict`` keys of nested modules).
 """
@@ -42,7 +43,16 @@ def _arity(module: Module):
         return len(module.input_names)
     if isinstance(module, (Add, Concatenate)):
         return None
-    return 1
+    return int(vars(module).get("num_inputs", 1))  # a module that declares its input count (nn.OnnxOp)
+
+
+def _sum_grads(a, b):
+    """a + b for gradients that may be nested tuples with None parts (a recurrent layer's (output, state))."""
+    if a is None or b is None:
+        return b if a is None else a
+    if isinstance(a, tuple):
+        return tuple(_sum_grads(x, y) for x, y in zip(a, b))
+    return a + b
 
 
 class Graph(Module):
@@ -67,7 +77,8 @@ class Graph(Module):
     Notes
     -----
     ``backward(cache, grad_y, grad_params)`` takes one gradient per output (an array, or a tuple for several
-    outputs) and returns one per input (likewise). Gradients of a value used several times are summed;
+    outputs) and returns one per input (likewise). Gradients of a value used several times are summed (part
+    by part for a recurrent layer's ``(output, state)``; a None part or gradient counts as zero);
     a node whose value reaches no output gets a zero parameter gradient and is not run backward; an input
     that reaches no output gets a zero gradient.
 
@@ -75,7 +86,7 @@ class Graph(Module):
     ------
     TypeError
         Names that are not strings, a node that is not a (name, Module, inputs) triple, a multi-input node
-        whose module is not a merge layer or a Graph with as many inputs (or the converse).
+        whose module is not a merge layer, a Graph or an ``OnnxOp`` with as many inputs (or the converse).
     ValueError
         A malformed or repeated name, an input that is not a graph input or an earlier node (nodes out of
         topological order or unknown names), an unknown output, or a module instance used twice.
@@ -178,7 +189,8 @@ class Graph(Module):
         grads: dict[str, np.ndarray] = {}
 
         def accumulate(name, g):
-            grads[name] = g if name not in grads else grads[name] + g
+            if g is not None:  # None: no gradient (integer inputs, e.g. token ids or shapes)
+                grads[name] = g if name not in grads else _sum_grads(grads[name], g)
 
         for name, g in zip(self.output_names, self._unpack(grad_y, "grad_y", len(self.output_names))):
             accumulate(name, g)

@@ -1,14 +1,29 @@
 """Model exchange through ONNX: :func:`load` an ONNX file as a sparkdl module, :func:`save` one as ONNX.
 
 Import covers the operators that map onto sparkdl's layers (:func:`supported_ops`; ai.onnx opsets
-:data:`MIN_OPSET`..:data:`MAX_OPSET`): a chain becomes a :class:`~sparkdl.nn.Sequential`, anything else a
-:class:`~sparkdl.nn.Graph`; initializers become parameters and buffers named like the exporting model's
-PyTorch ``state_dict``. The imported module is an ordinary sparkdl module: it trains with
+:data:`MIN_OPSET`..:data:`MAX_OPSET`): Gemm, MatMul(+Add), Conv, pooling, BatchNormalization, activations,
+Flatten, Reshape, Dropout, Identity, Add, Concat, and the sequence layers -- Gather of a weight table
+(Embedding), LSTM, GRU (``linear_before_reset=1``, PyTorch's cell), RNN (tanh/relu), LayerNormalization.
+What no layer expresses -- the attention arithmetic of an exported MultiheadAttention or
+TransformerEncoderLayer (MatMul of two activations, Transpose, Softmax over any axis, Mul/Div/Add/Sub by
+constants, Where, ...), the glue around recurrent nodes and the shape arithmetic of a dynamic batch (Shape,
+Gather, Slice, Concat, Unsqueeze, Squeeze, Expand, ConstantOfShape, Cast, ...) -- imports as generic
+:class:`~sparkdl.nn.OnnxOp` nodes (numpy on whole arrays, with backward). A chain becomes a
+:class:`~sparkdl.nn.Sequential`, anything else a :class:`~sparkdl.nn.Graph`; initializers become parameters
+and buffers named like the exporting model's PyTorch ``state_dict``. Graph inputs are float32, or int64/int32
+token ids. The imported module is an ordinary sparkdl module: it trains with
 :class:`sparkdl.engine.DistributedTrainer` or :class:`sparkdl.ml.DLClassifier` and saves with
 :func:`sparkdl.io.save_model`. Every bad file raises :class:`OnnxImportError`.
 
+Export (:func:`save`, opset :data:`EXPORT_OPSET`) writes the module classes of
+:data:`sparkdl.onnx.export_ops.EXPORTERS`: the layers above as their native operators (Embedding as Gather,
+LSTM/GRU/RNN one node per layer, LayerNorm as LayerNormalization, RNNOutput as Slice/Transpose/Reshape), and
+MultiheadAttention and TransformerEncoderLayer as primitives (MatMul, Softmax, ...), and the generic nodes of
+imported graphs as the operators they came from, so an imported network exports again after fine-tuning.
+
 Needs the optional dependencies ``pip install 'sparkdl[onnx]'`` (the ``onnx`` package).
 """
+from sparkdl.onnx import export_sequence as _export_sequence  # noqa: F401  (registers the sequence exporters)
 from sparkdl.onnx.builder import build as _build
 from sparkdl.onnx.converters import supported_ops
 from sparkdl.onnx.export import EXPORT_OPSET, save

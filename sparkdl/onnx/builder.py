@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from sparkdl import nn
-from sparkdl.onnx import ops  # noqa: F401  (registers the converters)
+from sparkdl.onnx import generic, ops, ops_sequence  # noqa: F401  (register the converters)
 from sparkdl.onnx.converters import CONVERTERS, Context, describe, read_attributes, supported_ops
 from sparkdl.onnx.reader import OnnxGraph, OnnxImportError
 
@@ -54,10 +54,13 @@ def _convert(graph: OnnxGraph) -> list:
             raise
         except (TypeError, ValueError, IndexError, KeyError, ArithmeticError) as e:  # values no check foresaw
             raise OnnxImportError(f"{describe(node)}: cannot convert: {type(e).__name__}: {e}") from None
+        produced = layer if isinstance(layer, list) else [layer]
+        made = {p.output for p in produced}
         for extra in list(node.output)[1:]:
-            if extra and (extra in ctx.consumers or extra in graph.outputs):
+            if extra and extra not in made and (extra in ctx.consumers or extra in graph.outputs):
                 ctx.fail(node, f"output {extra!r} (an optional output) is used; supported: the first output only")
-        layers.append(layer)
+        layers.extend(produced)
+    layers = _live(layers, graph)
     used = {}
     for layer in layers:
         for name in layer.sources.values():
@@ -66,6 +69,18 @@ def _convert(graph: OnnxGraph) -> list:
                                       f"{describe(layer.node)}; shared weights are not supported")
             used[name] = layer
     return layers
+
+
+def _live(layers: list, graph: OnnxGraph) -> list:
+    """The layers some graph output depends on (drops e.g. the shape arithmetic of a zero initial state)."""
+    producer = {layer.output: layer for layer in layers}
+    needed, stack = set(), list(graph.outputs)
+    while stack:
+        layer = producer.get(stack.pop())
+        if layer is not None and id(layer) not in needed:
+            needed.add(id(layer))
+            stack.extend(layer.inputs)
+    return [layer for layer in layers if id(layer) in needed]
 
 
 def _clean(name: str) -> str:
@@ -134,11 +149,15 @@ def build(graph: OnnxGraph) -> nn.Module:
     for name in graph.inputs:
         value[name] = _unique(_clean(name) or "input", used, "input")
         inputs.append(value[name])
-    names = []
-    for layer in layers:
+    names = [""] * len(layers)
+    # modules with tensors are named first, so that their names (the state_dict prefixes) are PyTorch's even
+    # when a tensor-less node of the same scope (a Transpose before an LSTM) comes earlier
+    for i in sorted(range(len(layers)), key=lambda i: not layers[i].tensors):
+        layer = layers[i]
         scope = _module_name(layer) if layer.tensors else (_scope(layer.node.name) or _clean(layer.node.name))
-        names.append(_unique(scope, used, layer.node.op_type.lower()))
-        value[layer.output] = names[-1]
+        names[i] = _unique(scope, used, layer.node.op_type.lower())
+    for layer, name in zip(layers, names):
+        value[layer.output] = name
     missing = [o for o in graph.outputs if o not in value]
     if missing:
         raise OnnxImportError(f"graph outputs {missing} are constants; supported: outputs computed from the inputs")

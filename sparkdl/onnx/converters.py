@@ -27,7 +27,8 @@ class Layer:
     """What one node (or a fused group of nodes) becomes: ``cls(**config)`` applied to ``inputs``.
 
     ``tensors`` are its parameters and buffers by local name (e.g. ``weight``), ``sources`` the initializer
-    each came from (used to name the module like PyTorch), ``output`` the ONNX value it produces.
+    each came from (used to name the module like PyTorch), ``output`` the ONNX value it produces. A converter
+    returns one Layer, or a list (several outputs of one node; empty when the node folded to a constant).
     """
 
     node: object
@@ -78,6 +79,7 @@ class Context:
                 if i:
                     self.consumers.setdefault(i, []).append(n)
         self.absorbed: set[int] = set()
+        self.producers = {o: n for n in graph.nodes for o in n.output if o}
 
     def fail(self, node, message: str):
         raise OnnxImportError(f"{describe(node)}: {message}")
@@ -150,7 +152,9 @@ def read_attributes(node, entry: _Entry, opset: int) -> dict:
             v = helper.get_attribute_value(given[name])
             if isinstance(v, float):  # stored as float32: its shortest repr (1e-05, not 9.999999747378752e-06)
                 v = float(str(np.float32(v)))
-            out[name] = v.decode() if isinstance(v, bytes) else (list(v) if isinstance(v, (list, tuple)) else v)
+            if isinstance(v, (list, tuple)):
+                v = [e.decode() if isinstance(e, bytes) else e for e in v]
+            out[name] = v.decode() if isinstance(v, bytes) else v
         else:
             out[name] = default(opset) if callable(default) else default
     return out

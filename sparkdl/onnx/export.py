@@ -1,9 +1,10 @@
 """ONNX export: :func:`save` writes a sparkdl module as a self-contained, checker-validated ``.onnx`` file.
 
 The module tree is walked with :data:`sparkdl.onnx.export_ops.EXPORTERS` (one function per module class);
-shapes are found by running each leaf once on a zero batch of one sample. Node names are ``/<module path>/<Op>``
-and initializers ``<module path>.<tensor>`` (the ``state_dict`` key), as ``torch.onnx.export`` writes them,
-so :func:`sparkdl.onnx.load` of an exported file rebuilds the same parameter names.
+shapes (and the shape tensors an imported graph computes) are found by running each module once on an example
+batch of one zero sample. Node names are ``/<module path>/<Op>`` and initializers ``<module path>.<tensor>``
+(the ``state_dict`` key), as ``torch.onnx.export`` writes them, so :func:`sparkdl.onnx.load` of an exported
+file rebuilds the same parameter names.
 """
 from __future__ import annotations
 
@@ -28,28 +29,33 @@ class Emitter:
         self.opset = opset
         self.nodes: list[dict] = []
         self.initializers: dict[str, np.ndarray] = {}
+        self.dtypes: dict[str, np.dtype] = {}  # values that are not float (integer graph inputs)
+        self.examples: dict[str, np.ndarray] = {}  # module outputs on the example batch (one zero sample)
         self._values: set = set()
 
     def tensor(self, name: str, array) -> str:
-        """Add an initializer (float arrays as float32, integer arrays as int64); returns its name."""
+        """Add an initializer (float arrays as float32, integer arrays as int64, booleans as bool); returns its
+        name."""
         a = np.asarray(array)
-        a = a.astype(np.int64) if a.dtype.kind in "iu" else a.astype(np.float32)
+        a = a.astype(np.int64) if a.dtype.kind in "iu" else a if a.dtype.kind == "b" else a.astype(np.float32)
         base, k = name, 1
         while name in self.initializers:
             name, k = f"{base}_{k}", k + 1
         self.initializers[name] = a
         return name
 
-    def node(self, op_type: str, inputs, path: str, **attrs) -> str:
-        """Add a node named ``/<path>/<op_type>``; returns the name of its (single) output value."""
+    def node(self, op_type: str, inputs, path: str, num_outputs: int = 1, **attrs):
+        """Add a node named ``/<path>/<op_type>``; returns the name of its output value (a list of
+        ``num_outputs`` names if that is not 1)."""
         name = f"/{path}/{op_type}" if path else f"/{op_type}"
-        out, k = f"{name}_output_0", 1
-        while out in self._values:
-            out, k = f"{name}_{k}_output_0", k + 1
-        self._values.add(out)
-        self.nodes.append({"op_type": op_type, "inputs": list(inputs), "outputs": [out],
-                           "name": out[:-len("_output_0")], "attrs": attrs})
-        return out
+        base, k = name, 1
+        while f"{name}_output_0" in self._values:
+            name, k = f"{base}_{k}", k + 1
+        outs = [f"{name}_output_{i}" for i in range(num_outputs)]
+        self._values.update(outs)
+        self.nodes.append({"op_type": op_type, "inputs": list(inputs), "outputs": outs, "name": name,
+                           "attrs": attrs})
+        return outs[0] if num_outputs == 1 else outs
 
     def model(self, inputs: list[tuple[str, tuple]], outputs: list[str], output_names: list[str],
               output_shapes: list[tuple]):
@@ -71,7 +77,8 @@ class Emitter:
                  for n in self.nodes]
         graph = helper.make_graph(
             nodes, "sparkdl",
-            [helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, ["N", *shape]) for name, shape in inputs],
+            [helper.make_tensor_value_info(name, onnx.TensorProto.INT64 if name in self.dtypes else
+                                           onnx.TensorProto.FLOAT, ["N", *shape]) for name, shape in inputs],
             [helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, ["N", *shape[1:]])
              for name, shape in zip(output_names, output_shapes)],
             [numpy_helper.from_array(a, name) for name, a in self.initializers.items()])
@@ -109,8 +116,10 @@ def save(model: Module, path, input_shape, *, opset: int = EXPORT_OPSET) -> str:
         Target file (written atomically: a temp file next to it, then renamed).
     input_shape : tuple of int, or list of tuples for a multi-input Graph
         Per-sample input shape without the batch axis, e.g. ``(1, 28, 28)``; the batch axis is dynamic (``N``).
+        An input read by an :class:`~sparkdl.nn.Embedding` is int64 token ids (e.g. ``(T,)``), any other
+        float32.
     opset : int, default :data:`EXPORT_OPSET`
-        ai.onnx opset written; 13 or higher (``GELU`` needs 20).
+        ai.onnx opset written; 13 or higher (``GELU`` needs 20, ``LayerNorm`` 17).
 
     Returns
     -------
@@ -122,8 +131,9 @@ def save(model: Module, path, input_shape, *, opset: int = EXPORT_OPSET) -> str:
     TypeError
         If ``model`` is not a Module, or contains a module class without an exporter (named, with its path).
     ValueError
-        A malformed ``input_shape``, a shape the model does not accept, an opset out of range, or a layer
-        setting ONNX cannot express (named).
+        A malformed ``input_shape``, a shape the model does not accept, an opset out of range, a layer
+        setting ONNX cannot express (named), or a model that returns a recurrent layer's (output, state)
+        pair instead of one array.
     ImportError
         If the ``onnx`` package is missing (``pip install 'sparkdl[onnx]'``).
 
@@ -133,7 +143,7 @@ def save(model: Module, path, input_shape, *, opset: int = EXPORT_OPSET) -> str:
     float32 rounding (tests check 1e-5).
     """
     from sparkdl.nn.graph import Graph
-    from sparkdl.onnx.export_ops import check_exportable, export_module
+    from sparkdl.onnx.export_ops import check_exportable, export_module, integer_inputs
     from sparkdl.onnx.reader import MAX_OPSET
     onnx = require_onnx()
     if not isinstance(model, Module):
@@ -144,7 +154,11 @@ def save(model: Module, path, input_shape, *, opset: int = EXPORT_OPSET) -> str:
     shapes = _shapes(model, input_shape)
     em = Emitter(opset)
     names = list(model.input_names) if isinstance(model, Graph) else ["input"]
+    em.dtypes.update({n: np.dtype(np.int64) for n in integer_inputs(model, names)})
     outs, out_shapes = export_module(model, "", names, [(1, *s) for s in shapes], em)
+    if not all(isinstance(o, str) for o in outs):
+        raise ValueError("sparkdl.onnx.save: the model returns a recurrent layer's (output, state) pair; end it "
+                         "with nn.RNNOutput('last') or nn.RNNOutput('output') to export one array")
     out_names = (list(model.output_names) if isinstance(model, Graph) and len(model.output_names) > 1
                  else ["output"])
     if len(set(out_names)) != len(out_names) or set(out_names) & set(names):

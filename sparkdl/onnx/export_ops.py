@@ -147,7 +147,7 @@ EXPORTERS = {
     nn.Sequential: _sequential, nn.Residual: _residual, nn.Concat: _concat,
     nn.Add: _add, nn.Concatenate: _concatenate, nn.Graph: _graph,
 }
-_MULTI = (nn.Add, nn.Concatenate, nn.Graph)
+_MULTI = (nn.Add, nn.Concatenate, nn.Graph, nn.OnnxOp)
 
 
 def check_exportable(model) -> None:
@@ -157,6 +157,40 @@ def check_exportable(model) -> None:
             raise TypeError(f"sparkdl.onnx.save: {path or 'the model'} is a {type(m).__name__}, which has no ONNX "
                             f"exporter (subclasses are not assumed to export like their base); exportable: "
                             f"{sorted(c.__name__ for c in EXPORTERS)}")
+
+
+def _example(em, x, shape, dtype):
+    """The example value of ONNX value(s) ``x`` (a name, or nested tuple of names for (output, state)): what
+    the module that produced it computed on the example batch, else zeros of ``shape``."""
+    if isinstance(x, str):
+        return em.examples[x] if x in em.examples else np.zeros(shape, em.dtypes.get(x, dtype))
+    return tuple(_example(em, xi, si, dtype) for xi, si in zip(x, shape))
+
+
+def _record(em, names, value):
+    if isinstance(names, str):
+        em.examples[names] = value
+    else:
+        for n, v in zip(names, value):
+            _record(em, n, v)
+
+
+def _shape_of(y):
+    return tuple(_shape_of(v) for v in y) if isinstance(y, tuple) else y.shape
+
+
+def _first_leaf(module):
+    while isinstance(module, (nn.Sequential, nn.Residual)) and module._modules:
+        module = next(iter(module._modules.values()))
+    return module
+
+
+def integer_inputs(model, names: list) -> list:
+    """The inputs of ``model`` read by an Embedding (int64 token ids in the exported file)."""
+    if isinstance(model, nn.Graph):
+        return [n for n in names if any(n in model.node_inputs[c] and isinstance(_first_leaf(m), nn.Embedding)
+                                        for c, m in model._modules.items())]
+    return list(names) if isinstance(_first_leaf(model), nn.Embedding) else []
 
 
 def export_module(module, path: str, xs: list, shapes: list, em) -> tuple[list, list]:
@@ -172,11 +206,12 @@ def export_module(module, path: str, xs: list, shapes: list, em) -> tuple[list, 
     fn = EXPORTERS[type(module)]
     if isinstance(module, nn.Graph):
         return fn(module, path, xs, shapes, em)
-    zeros = [np.zeros(s, module.dtype) for s in shapes]
+    examples = [_example(em, x, s, module.dtype) for x, s in zip(xs, shapes)]
     try:
-        out_shape = module(zeros[0] if len(zeros) == 1 else tuple(zeros)).shape
+        out = module(examples[0] if len(examples) == 1 else tuple(examples))
     except (TypeError, ValueError) as e:
         raise ValueError(f"sparkdl.onnx.save: {path or 'the model'} ({type(module).__name__}) does not accept "
                          f"inputs of shape {[s[1:] for s in shapes]} (per sample): {e}") from e
     y = fn(module, path, xs, shapes, em) if isinstance(module, _MULTI) else fn(module, path, xs[0], shapes[0], em)
-    return [y], [out_shape]
+    _record(em, y, out)
+    return [y], [_shape_of(out)]

@@ -9,6 +9,7 @@ import numpy as np
 
 from sparkdl import nn
 from sparkdl.onnx.converters import converter
+from sparkdl.onnx.generic import batch_first, generic
 
 __all__: list[str] = []  # converters register themselves; nothing to import from here
 
@@ -50,13 +51,17 @@ def _gelu(node, a, ctx):
 def _softmax(cls):
     def convert(node, a, ctx):
         x = ctx.activation(node, 0)
-        rank = len(ctx.shape(node, x))
-        axis = a["axis"]
-        if not -rank <= axis < rank or axis % rank == 0:
-            ctx.fail(node, f"axis={axis} for a {rank}-D input; supported: a non-batch axis (1..{rank - 1})")
-        if ctx.opset < 13 and axis % rank != rank - 1:
+        shape, axis = ctx.graph.shapes.get(x), a["axis"]
+        rank = len(shape) if shape is not None else None
+        if ctx.opset < 13 and axis not in (-1, None if rank is None else rank - 1):
             ctx.fail(node, f"axis={axis} at opset {ctx.opset} normalises over the flattened axes {axis}.. (the "
                            "pre-13 semantics); supported: the last axis, or opset >= 13")
+        if not batch_first(ctx, x):  # batch axis elsewhere (attention scores): numpy on the whole array
+            if cls is nn.LogSoftmax:
+                ctx.fail(node, f"input {x!r} of shape {shape}; supported: a static shape with the batch axis first")
+            return generic(node, ctx, {"axis": int(axis)})
+        if not -rank <= axis < rank or axis % rank == 0:
+            ctx.fail(node, f"axis={axis} for a {rank}-D input; supported: a non-batch axis (1..{rank - 1})")
         return ctx.layer(node, cls, {"dim": int(axis)})
     return convert
 
@@ -82,17 +87,19 @@ def _bias_vector(ctx, node, c, out: int, what: str):
 
 @converter("Gemm", attrs={"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0})
 def _gemm(node, a, ctx):
-    x = ctx.activation(node, 0, ranks={2})
+    x = ctx.activation(node, 0)
+    shape = ctx.graph.shapes.get(x)  # may be unknown after a computed Reshape: Linear checks it at run time
+    if shape is not None and len(shape) != 2:
+        ctx.fail(node, f"input {x!r} has shape {shape}; supported ranks: [2] (batch axis first)")
     if a["transA"]:
         ctx.fail(node, "transA=1 (the activation transposed); supported: transA=0")
     b = ctx.const(node, 1, "B")
     if b.ndim != 2:
         ctx.fail(node, f"B has shape {b.shape}; supported: a 2-D weight")
     w = _f32(b if a["transB"] else b.T) * _F32(a["alpha"])
-    in_features = ctx.shape(node, x)[1]
-    if w.shape[1] != in_features:
+    if shape is not None and shape[1] is not None and w.shape[1] != shape[1]:
         ctx.fail(node, f"weight {node.input[1]!r} of shape {b.shape} (transB={a['transB']}) does not fit an input "
-                       f"of shape {ctx.shape(node, x)}")
+                       f"of shape {shape}")
     c = ctx.const(node, 2, "C")
     tensors = {"weight": (w, node.input[1])}
     if c is not None:
@@ -103,8 +110,12 @@ def _gemm(node, a, ctx):
 
 @converter("MatMul", attrs={})
 def _matmul(node, a, ctx):
-    """x @ W with a constant W (in, out) -> Linear; a following Add of a constant becomes its bias."""
-    x = ctx.activation(node, 0, ranks={2})
+    """x @ W with a constant W (in, out) -> Linear; a following Add of a constant becomes its bias.
+    Anything else (a product of two activations, a batched or N-D product) is a generic node."""
+    x = node.input[0]
+    if ctx.is_const(x) or not ctx.is_const(node.input[1]) or not batch_first(ctx, x) or \
+            len(ctx.graph.shapes[x]) != 2:
+        return generic(node, ctx)
     w = ctx.const(node, 1, "B (the weight)")
     in_features = ctx.shape(node, x)[1]
     if w.ndim != 2 or w.shape[0] != in_features:
@@ -125,18 +136,18 @@ def _matmul(node, a, ctx):
 
 @converter("Add", attrs={})
 def _add(node, a, ctx):
-    if any(ctx.is_const(i) for i in node.input):
-        ctx.fail(node, "adding a constant is supported only as the bias of a MatMul (fused into Linear); "
-                       "supported here: the sum of two computed tensors of one shape")
-    x, y = ctx.activation(node, 0), ctx.activation(node, 1)
-    if ctx.shape(node, x) != ctx.shape(node, y):
-        ctx.fail(node, f"inputs of shapes {ctx.shape(node, x)} and {ctx.shape(node, y)} (broadcasting); "
-                       "supported: two tensors of one shape")
+    """The sum of two computed tensors of one batch-first shape is an Add layer; anything else (a constant,
+    broadcasting, the batch axis elsewhere) a generic node."""
+    x, y = node.input
+    if not (batch_first(ctx, x) and batch_first(ctx, y)) or ctx.graph.shapes[x] != ctx.graph.shapes[y]:
+        return generic(node, ctx)
     return ctx.layer(node, nn.Add, {}, inputs=[x, y])
 
 
 @converter("Concat", attrs={"axis": None})
 def _concat(node, a, ctx):
+    if not all(batch_first(ctx, i) for i in node.input):  # shape vectors, (D, N, H) states: generic
+        return generic(node, ctx, {"axis": int(a["axis"])})
     xs = [ctx.activation(node, i) for i in range(len(node.input))]
     rank, axis = len(ctx.shape(node, xs[0])), a["axis"]
     if not -rank <= axis < rank or axis % rank == 0:
@@ -275,9 +286,19 @@ def _flatten(node, a, ctx):
 
 @converter("Reshape", attrs={"allowzero": 0})
 def _reshape(node, a, ctx):
+    if ctx.is_const(node.input[0]) or not ctx.is_const(node.input[1]):
+        # a constant folds; a target computed from Shape(...) is batch-aware by construction
+        return generic(node, ctx, {"allowzero": int(a["allowzero"])})
     x = ctx.activation(node, 0)
-    shape = ctx.shape(node, x)
     target = [int(t) for t in np.asarray(ctx.const(node, 1, "shape")).reshape(-1)]
+    if not batch_first(ctx, x):  # e.g. (T, N, D, H) -> [0, 0, -1]: every unknown axis must be copied (0)
+        shape = ctx.graph.shapes.get(x)
+        if shape is None or a["allowzero"] or any(d is None and (i >= len(target) or target[i] != 0)
+                                                  for i, d in enumerate(shape)):
+            ctx.fail(node, f"shape {target} for an input of shape {shape} (None = dynamic); supported: a target "
+                           "that copies (0) every dynamic axis, or a batch-first reshape")
+        return generic(node, ctx, {"allowzero": 0})
+    shape = ctx.shape(node, x)
     if a["allowzero"] and 0 in target:
         ctx.fail(node, f"allowzero=1 with a 0 in the shape {target}; supported: allowzero=0")
     rest = [shape[i] if t == 0 and i < len(shape) else t for i, t in enumerate(target)][1:]

@@ -16,6 +16,9 @@ from sparkdl.io.safetensors_io import refuse_pickle
 
 __all__ = ["OnnxImportError", "OnnxGraph", "read_graph", "MIN_OPSET", "MAX_OPSET"]
 
+#: Graph input element types (TensorProto codes) -> numpy dtypes: float features or integer token ids.
+_INPUT_TYPES = {1: "float32", 7: "int64", 6: "int32"}
+
 #: The ``ai.onnx`` opset versions whose semantics the importer was written against (inclusive).
 MIN_OPSET, MAX_OPSET = 9, 22
 
@@ -35,7 +38,9 @@ class OnnxGraph:
 
     ``shapes`` maps every value name to its inferred shape, with None for the (dynamic) batch axis or any
     dimension shape inference could not fix; ``inputs``/``outputs`` are the graph's activation inputs
-    (initializers excluded) and outputs in order.
+    (initializers excluded) and outputs in order; ``initializers`` the names of the constants that are
+    initializers (weights) rather than ``Constant`` nodes; ``input_types`` each input's numpy dtype, ``types``
+    every typed value's ONNX element type (TensorProto code).
     """
 
     nodes: list
@@ -44,6 +49,9 @@ class OnnxGraph:
     inputs: list
     outputs: list
     opset: int
+    initializers: frozenset = frozenset()
+    input_types: dict = None
+    types: dict = None
 
 
 def _read_bytes(source) -> tuple[bytes, str]:
@@ -153,8 +161,8 @@ def read_graph(source) -> OnnxGraph:
         If ``source`` is neither a path nor bytes.
     OnnxImportError
         If the bytes are a pickle, not ONNX, invalid per ``onnx.checker``, of an unsupported opset, keep
-        data externally, or declare an input that is not float32 with static per-sample dimensions, or an
-        initializer whose declared input shape differs from its data.
+        data externally, or declare an input that is not float32, int64 or int32 with static per-sample
+        dimensions, or an initializer whose declared input shape differs from its data.
     """
     onnx = require_onnx()
     data, what = _read_bytes(source)
@@ -164,21 +172,23 @@ def read_graph(source) -> OnnxGraph:
     model = _check(model, what)
     g = model.graph
     constants = _constants(model, what)
-    shapes = {}
+    shapes, types = {}, {}
     for vi in list(g.input) + list(g.value_info) + list(g.output):
-        _, dims = _shape(vi)
+        types[vi.name], dims = _shape(vi)
         if dims is not None:
             shapes[vi.name] = dims
     for name, arr in constants.items():
         shapes[name] = arr.shape
-    inputs = []
+    inputs, input_types = [], {}
     for vi in g.input:
         elem, dims = _shape(vi)
         if vi.name in constants:  # IR < 4 lists initializers as inputs too (checked in _declared_initializers)
             continue
-        if elem != onnx.TensorProto.FLOAT:
+        if elem not in _INPUT_TYPES:
             raise OnnxImportError(f"{what}: graph input {vi.name!r} has element type "
-                                  f"{onnx.TensorProto.DataType.Name(elem) if elem else 'unknown'}; supported: FLOAT")
+                                  f"{onnx.TensorProto.DataType.Name(elem) if elem else 'unknown'}; supported: FLOAT, "
+                                  "INT64, INT32 (token ids)")
+        input_types[vi.name] = _INPUT_TYPES[elem]
         if dims is None or not dims or any(d is None for d in dims[1:]):
             raise OnnxImportError(f"{what}: graph input {vi.name!r} has shape {dims} (None = dynamic); sparkdl "
                                   "supports a dynamic batch axis 0 only: every other dimension must be fixed "
@@ -194,4 +204,6 @@ def read_graph(source) -> OnnxGraph:
         elif n.op_type != "Constant":
             nodes.append(n)
     return OnnxGraph(nodes=nodes, constants=constants, shapes=shapes, inputs=inputs,
-                     outputs=[o.name for o in g.output], opset=opset)
+                     outputs=[o.name for o in g.output], opset=opset,
+                     initializers=frozenset(t.name for t in g.initializer), input_types=input_types,
+                     types=types)

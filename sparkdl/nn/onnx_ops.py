@@ -1,0 +1,410 @@
+"""Whole-array tensor operators with ONNX semantics: :class:`OnnxOp` (one ONNX node evaluated with numpy) and
+:class:`RecurrentPart` (one output of an ONNX ``LSTM``/``GRU``/``RNN`` node taken from a sparkdl recurrent
+layer). They are the nodes of imported graphs that no sparkdl layer expresses: the attention arithmetic,
+transposes, reshapes and shape computations that ``torch.onnx.export`` writes around sequence layers.
+
+Unlike the layers, these operate on the whole array: the batch axis may be anywhere (attention exports carry
+(L, N, E) and (N * heads, L, d) tensors), and integer shape tensors flow between them. Forward and backward
+of each operator sit side by side in :data:`_OPS`; integer results (``Shape``, comparisons) have no gradient.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sparkdl.nn.module import Module
+
+__all__ = ["OnnxOp", "RecurrentPart", "ONNX_OPS"]
+
+
+def _unbroadcast(g, shape):
+    """Sum ``g`` down to ``shape`` (the gradient of a NumPy broadcast)."""
+    if g.shape == tuple(shape):
+        return g
+    g = g.sum(axis=tuple(range(g.ndim - len(shape)))) if g.ndim > len(shape) else g
+    axes = tuple(i for i, s in enumerate(shape) if s == 1 and g.shape[i] != 1)
+    return g.sum(axis=axes, keepdims=True) if axes else g
+
+
+def _divide(x, y):
+    """ONNX Div: true division for floats, truncation toward zero for integers (shape arithmetic)."""
+    if x.dtype.kind in "iu" and y.dtype.kind in "iu":
+        q = np.abs(x) // np.abs(y)
+        return (np.sign(x) * np.sign(y) * q).astype(np.result_type(x, y))
+    return np.divide(x, y)
+
+
+def _binary(fn, grads):
+    def forward(xs, a):
+        return fn(xs[0], xs[1]), xs
+
+    def backward(cache, g, a):
+        x, y = cache
+        return tuple(None if gi is None else _unbroadcast(gi, s.shape) for gi, s in zip(grads(x, y, g), (x, y)))
+    return forward, backward
+
+
+def _no_grad(fn):
+    return (lambda xs, a: (fn(xs, a), None)), (lambda cache, g, a: None)
+
+
+def _shaped(fn):
+    """Ops that only rearrange the elements of input 0 (other inputs are shapes/axes: no gradient)."""
+    def forward(xs, a):
+        return fn(xs, a), xs[0].shape
+    return forward, (lambda shape, g, a: (g.reshape(shape),))
+
+
+def _axes(xs, a, index=1):
+    if len(xs) > index and xs[index] is not None:
+        return [int(v) for v in np.asarray(xs[index]).reshape(-1)]
+    return a.get("axes")
+
+
+def _reshape(xs, a):
+    x, target = xs[0], [int(t) for t in np.asarray(xs[1]).reshape(-1)]
+    if not a.get("allowzero", 0):
+        target = [x.shape[i] if t == 0 else t for i, t in enumerate(target)]
+    return x.reshape(target)
+
+
+def _squeeze(xs, a):
+    axes = _axes(xs, a)
+    return np.squeeze(xs[0], axis=None if axes is None else tuple(axes))
+
+
+def _unsqueeze(xs, a):
+    x, axes = xs[0], _axes(xs, a)
+    rank = x.ndim + len(axes)
+    axes = {ax % rank for ax in axes}
+    it = iter(x.shape)
+    return x.reshape([1 if i in axes else next(it) for i in range(rank)])
+
+
+def _transpose():
+    def forward(xs, a):
+        perm = a.get("perm") or list(range(xs[0].ndim))[::-1]
+        return np.ascontiguousarray(np.transpose(xs[0], perm)), perm
+    return forward, (lambda perm, g, a: (np.ascontiguousarray(np.transpose(g, np.argsort(perm))),))
+
+
+def _slices(xs):
+    x = xs[0]
+    starts, ends = (np.asarray(v).reshape(-1) for v in xs[1:3])
+    axes = np.asarray(xs[3]).reshape(-1) if len(xs) > 3 and xs[3] is not None else np.arange(len(starts))
+    steps = np.asarray(xs[4]).reshape(-1) if len(xs) > 4 and xs[4] is not None else np.ones(len(starts), int)
+    index = [slice(None)] * x.ndim
+    for s, e, ax, st in zip(starts, ends, axes, steps):
+        index[int(ax) % x.ndim] = slice(*slice(int(s), int(e), int(st)).indices(x.shape[int(ax) % x.ndim]))
+    return tuple(index)
+
+
+def _slice():
+    def forward(xs, a):
+        index = _slices(xs)
+        return xs[0][index].copy(), (xs[0].shape, index)
+
+    def backward(cache, g, a):
+        shape, index = cache
+        gx = np.zeros(shape, g.dtype)
+        gx[index] = g
+        return (gx,)
+    return forward, backward
+
+
+def _gather():
+    def forward(xs, a):
+        x, idx = xs[0], np.asarray(xs[1]).astype(np.int64)
+        axis = a.get("axis", 0) % x.ndim
+        idx = np.where(idx < 0, idx + x.shape[axis], idx)
+        return np.take(x, idx, axis=axis), (x.shape, idx, axis)
+
+    def backward(cache, g, a):
+        shape, idx, axis = cache
+        gx = np.zeros(shape, g.dtype)
+        moved = np.moveaxis(gx, axis, 0)  # a view: (shape[axis], *other axes)
+        block = list(range(axis, axis + idx.ndim))
+        gi = np.moveaxis(g, block, list(range(idx.ndim))).reshape(idx.size, *moved.shape[1:])
+        np.add.at(moved, idx.reshape(-1), gi)
+        return (gx, None)
+    return forward, backward
+
+
+def _concat():
+    def forward(xs, a):
+        axis = a["axis"] % xs[0].ndim
+        return np.concatenate(xs, axis=axis), (axis, [x.shape[axis] for x in xs])
+
+    def backward(cache, g, a):
+        axis, sizes = cache
+        return tuple(np.ascontiguousarray(p) for p in np.split(g, np.cumsum(sizes)[:-1], axis=axis))
+    return forward, backward
+
+
+def _softmax():
+    def forward(xs, a):
+        axis = a.get("axis", -1)
+        e = np.exp(xs[0] - xs[0].max(axis=axis, keepdims=True))
+        y = e / e.sum(axis=axis, keepdims=True)
+        return y, y
+
+    def backward(y, g, a):
+        axis = a.get("axis", -1)
+        return (y * (g - (g * y).sum(axis=axis, keepdims=True)),)
+    return forward, backward
+
+
+def _reduce_mean():
+    def forward(xs, a):
+        axes = _axes(xs, a)
+        axes = tuple(range(xs[0].ndim)) if not axes else tuple(ax % xs[0].ndim for ax in axes)
+        keep = bool(a.get("keepdims", 1))
+        return xs[0].mean(axis=axes, keepdims=keep), (xs[0].shape, axes, keep)
+
+    def backward(cache, g, a):
+        shape, axes, keep = cache
+        g = g if keep else np.expand_dims(g, axes)
+        count = int(np.prod([shape[ax] for ax in axes]))
+        return (np.broadcast_to(g / g.dtype.type(count), shape).copy(), None)
+    return forward, backward
+
+
+def _matmul():
+    def forward(xs, a):
+        return np.matmul(xs[0], xs[1]), xs
+
+    def backward(cache, g, a):
+        x, y = cache
+        gx = np.matmul(g, np.swapaxes(y, -1, -2))
+        gy = np.matmul(np.swapaxes(x, -1, -2), g)
+        return _unbroadcast(gx, x.shape), _unbroadcast(gy, y.shape)
+    return forward, backward
+
+
+def _expand():
+    def forward(xs, a):
+        shape = np.broadcast_shapes(xs[0].shape, tuple(int(s) for s in np.asarray(xs[1]).reshape(-1)))
+        return np.broadcast_to(xs[0], shape).copy(), xs[0].shape
+    return forward, (lambda shape, g, a: (_unbroadcast(g, shape), None))
+
+
+def _where():
+    def forward(xs, a):
+        c = xs[0].astype(bool)
+        return np.where(c, xs[1], xs[2]), (c, xs[1].shape, xs[2].shape)
+
+    def backward(cache, g, a):
+        c, sx, sy = cache
+        zero = np.zeros((), g.dtype)
+        return None, _unbroadcast(np.where(c, g, zero), sx), _unbroadcast(np.where(c, zero, g), sy)
+    return forward, backward
+
+
+def _unary(fn, grad):
+    def forward(xs, a):
+        y = fn(xs[0])
+        return y, (xs[0], y)
+    return forward, (lambda c, g, a: (grad(c[0], c[1], g),))
+
+
+_CASTS = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_, 11: np.float64}
+
+
+def _cast():
+    def forward(xs, a):
+        to = _CASTS[a["to"]]
+        return xs[0].astype(to), (xs[0].dtype, np.dtype(to).kind == "f" and xs[0].dtype.kind == "f")
+    return forward, (lambda c, g, a: (g.astype(c[0]) if c[1] else None,))
+
+
+#: ONNX op_type -> (forward(inputs, attrs) -> (y, cache), backward(cache, grad_y, attrs) -> grads per input).
+ONNX_OPS = {
+    "Add": _binary(np.add, lambda x, y, g: (g, g)),
+    "Sub": _binary(np.subtract, lambda x, y, g: (g, -g)),
+    "Mul": _binary(np.multiply, lambda x, y, g: (g * y, g * x)),
+    "Div": _binary(_divide, lambda x, y, g: (g / y, -g * x / (y * y))),
+    "Pow": _binary(np.power, lambda x, y, g: (g * y * np.power(x, y - 1), None)),
+    "MatMul": _matmul(),
+    "Transpose": _transpose(),
+    "Reshape": _shaped(_reshape),
+    "Squeeze": _shaped(_squeeze),
+    "Unsqueeze": _shaped(_unsqueeze),
+    "Identity": _shaped(lambda xs, a: xs[0].copy()),
+    "Slice": _slice(),
+    "Gather": _gather(),
+    "Concat": _concat(),
+    "Softmax": _softmax(),
+    "ReduceMean": _reduce_mean(),
+    "Expand": _expand(),
+    "Where": _where(),
+    "Cast": _cast(),
+    "Sqrt": _unary(np.sqrt, lambda x, y, g: g / (2 * y)),
+    "Neg": _unary(np.negative, lambda x, y, g: -g),
+    "Exp": _unary(np.exp, lambda x, y, g: g * y),
+    "Reciprocal": _unary(np.reciprocal, lambda x, y, g: -g * y * y),
+    "Shape": _no_grad(lambda xs, a: np.array(xs[0].shape[a.get("start", 0):a.get("end")], np.int64)),
+    "ConstantOfShape": _no_grad(lambda xs, a: np.full([int(s) for s in np.asarray(xs[0]).reshape(-1)],
+                                                      a.get("value", 0.0), np.dtype(a.get("dtype", "float32")))),
+    "Equal": _no_grad(lambda xs, a: np.equal(xs[0], xs[1])),
+    "Less": _no_grad(lambda xs, a: np.less(xs[0], xs[1])),
+    "Greater": _no_grad(lambda xs, a: np.greater(xs[0], xs[1])),
+    "Not": _no_grad(lambda xs, a: np.logical_not(xs[0])),
+    "IsNaN": _no_grad(lambda xs, a: np.isnan(xs[0])),
+    "Mod": _no_grad(lambda xs, a: (np.fmod if a.get("fmod") else np.mod)(xs[0], xs[1])),
+}
+
+
+def _value(entry):
+    return np.asarray(entry["value"], np.dtype(entry.get("dtype", "int64")))
+
+
+class OnnxOp(Module):
+    """One ONNX operator node evaluated with numpy on whole arrays (imported graphs; see the module docstring).
+
+    Parameters
+    ----------
+    op_type : str
+        An operator of :data:`ONNX_OPS` (elementwise arithmetic with broadcasting, ``MatMul``, ``Transpose``,
+        ``Reshape``, ``Squeeze``/``Unsqueeze``, ``Slice``, ``Gather``, ``Concat``, ``Softmax``, ``ReduceMean``,
+        ``Expand``, ``Where``, ``Cast``, ``Sqrt``/``Neg``/``Exp``/``Reciprocal``, ``Shape``,
+        ``ConstantOfShape``, comparisons, ``IsNaN``, ``Mod``).
+    attrs : dict, optional
+        The node's attributes as plain values (ONNX names and semantics).
+    inputs : list, optional
+        One entry per ONNX input, in order: ``"x"`` for a value computed in the graph (the module's inputs,
+        in this order), ``None`` for an absent optional input, ``{"tensor": name}`` for one of this module's
+        ``parameters``/``buffers``, or ``{"value": nested list, "dtype": "int64"}`` for a small constant
+        (shapes, axes, indices). Default: one computed input.
+    parameters, buffers : dict, optional
+        Local tensor name -> shape: float constants of the node; parameters are learned (the exporting
+        model's weights), buffers are not (constants such as a 1/sqrt(d) scale or a mask).
+
+    Shapes
+    ------
+    As the ONNX operator: any rank, the batch axis wherever the graph keeps it. ``forward`` takes one array
+    or, with k > 1 computed inputs, a k-tuple; ``backward`` returns one gradient per computed input (None
+    for integer inputs such as shapes and indices).
+
+    Raises
+    ------
+    ValueError
+        An operator not in :data:`ONNX_OPS` or a malformed ``inputs`` list.
+
+    References
+    ----------
+    ONNX operator specifications, https://onnx.ai/onnx/operators/.
+    """
+
+    def __init__(self, op_type: str, attrs=None, inputs=("x",), parameters=None, buffers=None):
+        super().__init__()
+        if op_type not in ONNX_OPS:
+            raise ValueError(f"OnnxOp: op_type must be one of {sorted(ONNX_OPS)}, got {op_type!r}")
+        self.op_type, self.attrs = op_type, dict(attrs or {})
+        self.inputs = [i if isinstance(i, (str, type(None))) else dict(i) for i in inputs]
+        self.parameters, self.buffers = dict(parameters or {}), dict(buffers or {})
+        for i, entry in enumerate(self.inputs):
+            ok = entry in ("x", None) or (isinstance(entry, dict) and (
+                entry.get("tensor") in {**self.parameters, **self.buffers} or "value" in entry))
+            if not ok:
+                raise ValueError(f"OnnxOp({op_type}): inputs[{i}] = {entry!r} must be 'x', None, "
+                                 "{'tensor': <a parameter or buffer name>} or {'value': ..., 'dtype': ...}")
+        self.num_inputs = sum(entry == "x" for entry in self.inputs)
+        for name, shape in self.parameters.items():
+            self.add_parameter(name, tuple(shape))
+        for name, shape in self.buffers.items():
+            self.add_buffer(name, np.zeros(tuple(shape)))
+
+    def _arguments(self, x):
+        given = iter((x,) if self.num_inputs == 1 else tuple(x))
+        args = []
+        for entry in self.inputs:
+            if entry == "x":
+                args.append(next(given))
+            elif entry is None:
+                args.append(None)
+            elif "tensor" in entry:
+                t = self._tensors
+                args.append(t["parameters"].get(entry["tensor"], t["buffers"].get(entry["tensor"])))
+            else:
+                args.append(_value(entry))
+        return args
+
+    def forward(self, x, *, training=False, rng=None):
+        if self.num_inputs > 1 and not (isinstance(x, (tuple, list)) and len(x) == self.num_inputs):
+            raise TypeError(f"OnnxOp({self.op_type}): input must be a tuple of {self.num_inputs} arrays")
+        y, cache = ONNX_OPS[self.op_type][0](self._arguments(x), self.attrs)
+        return y, cache
+
+    def backward(self, cache, grad_y, grad_params):
+        grads = ONNX_OPS[self.op_type][1](cache, grad_y, self.attrs)
+        grads = tuple(grads or ()) + (None,) * (len(self.inputs) - len(grads or ()))
+        views = self.grad_views(grad_params)
+        out = []
+        for entry, g in zip(self.inputs, grads):
+            if entry == "x":
+                out.append(g)
+            elif isinstance(entry, dict) and entry.get("tensor") in views:
+                views[entry["tensor"]][...] = 0 if g is None else g
+        return out[0] if self.num_inputs == 1 else tuple(out)
+
+    def get_config(self):
+        return {"op_type": self.op_type, "attrs": self.attrs, "inputs": self.inputs,
+                "parameters": {k: list(v) for k, v in self.parameters.items()},
+                "buffers": {k: list(v) for k, v in self.buffers.items()}}
+
+
+class RecurrentPart(Module):
+    """One output of an ONNX ``LSTM``/``GRU``/``RNN`` node, from a sparkdl recurrent layer's ``(output, state)``.
+
+    Parameters
+    ----------
+    part : {'Y', 'Y_h', 'Y_c'}
+        ``Y``: all hidden states (T, D, N, H); ``Y_h``: the last hidden state (D, N, H); ``Y_c``: the last
+        cell state of an LSTM (D, N, H).
+    num_directions : int
+        D (1 or 2).
+    layer : int, default 0
+        For ``Y_h``/``Y_c``: which layer of a stacked module (``Y`` is always the last layer's).
+
+    Shapes
+    ------
+    - input: ``(output (T, N, D * H), h_n)`` or ``(output, (h_n, c_n))`` of a ``batch_first=False`` layer
+    - output: as ``part`` (ONNX's layouts, ``layout=0``): rows ``layer * D .. (layer + 1) * D`` of the state
+
+    References
+    ----------
+    ONNX ``LSTM``/``GRU``/``RNN`` operator specifications (outputs Y, Y_h, Y_c).
+    """
+
+    def __init__(self, part: str, num_directions: int = 1, layer: int = 0):
+        super().__init__()
+        if part not in ("Y", "Y_h", "Y_c") or num_directions not in (1, 2) or not (
+                isinstance(layer, (int, np.integer)) and layer >= 0):
+            raise ValueError(f"RecurrentPart: part must be 'Y', 'Y_h' or 'Y_c', num_directions 1 or 2 and layer an "
+                             f"int >= 0, got {part!r}, {num_directions!r}, {layer!r}")
+        self.part, self.num_directions, self.layer = part, int(num_directions), int(layer)
+
+    def forward(self, x, *, training=False, rng=None):
+        out, state = x
+        lstm = isinstance(state, tuple)
+        if self.part == "Y":
+            t, n, dh = out.shape
+            return np.ascontiguousarray(out.reshape(t, n, self.num_directions, -1).transpose(0, 2, 1, 3)), \
+                (lstm, out.shape)
+        full = (state[0] if self.part == "Y_h" else state[1]) if lstm else state
+        d = self.num_directions
+        return full[self.layer * d:(self.layer + 1) * d].copy(), (lstm, full.shape)
+
+    def backward(self, cache, grad_y, grad_params):
+        lstm, shape = cache
+        if self.part == "Y":
+            g_out = np.ascontiguousarray(grad_y.transpose(0, 2, 1, 3)).reshape(shape)
+            return (g_out, (None, None)) if lstm else (g_out, None)
+        g = np.zeros(shape, grad_y.dtype)
+        d = self.num_directions
+        g[self.layer * d:(self.layer + 1) * d] = grad_y
+        if not lstm:
+            return None, g
+        return None, ((g, None) if self.part == "Y_h" else (None, g))
+
+    def get_config(self):
+        return {"part": self.part, "num_directions": self.num_directions, "layer": self.layer}

@@ -1,0 +1,135 @@
+"""Generic nodes: ONNX operators imported as :class:`sparkdl.nn.OnnxOp` (numpy on whole arrays) when no sparkdl
+layer expresses them -- the attention arithmetic (MatMul of two activations, scaling, masking, Softmax over
+(N, heads, L, L) scores), the Transpose/Reshape/Squeeze glue around recurrent nodes, and the shape arithmetic
+(Shape, Gather, Concat, ...) that ``torch.onnx.export`` writes for a dynamic batch axis.
+
+:func:`generic` turns a node into such a layer: computed inputs stay graph inputs, integer constants become
+config values, float constants become parameters (a weight initializer read by this node only) or buffers
+(scalars, ``Constant`` nodes, shared constants); a node whose inputs are all constants is evaluated at import
+(constant folding) and produces a constant. Operators with a layer of their own (MatMul, Add, Reshape,
+Concat, Softmax, Gather) fall back to :func:`generic` from their converters when the layer does not apply.
+
+A generic node computes the ONNX semantics exactly, on the whole batch. That each sample's output depends on
+that sample only is checked where the batch axis is known (a constant Reshape target that mixes samples of a
+batch-first tensor is refused); shapes computed in the graph (``Reshape(x, Concat(Shape(x)[0], ...))``) are
+taken as the exporter wrote them.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from sparkdl import nn
+from sparkdl.nn.onnx_ops import _CASTS, ONNX_OPS
+from sparkdl.onnx.converters import converter
+
+__all__ = ["generic", "batch_first"]
+
+_FLOAT = 1  # TensorProto.FLOAT
+
+
+def batch_first(ctx, name: str) -> bool:
+    """Whether value ``name`` is a float tensor of known shape whose only unknown axis is axis 0."""
+    s = ctx.graph.shapes.get(name)
+    t = (ctx.graph.types or {}).get(name, _FLOAT)
+    return name not in ctx.graph.constants and t == _FLOAT and s is not None and len(s) >= 1 \
+        and all(d is not None for d in s[1:])
+
+
+def _local(source: str, index: int, taken: set) -> str:
+    last = source.rsplit(".", 1)[-1]
+    name = last if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", last) and "::" not in source else f"constant{index}"
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
+def generic(node, ctx, attrs=None, inputs=None):
+    """A :class:`~sparkdl.onnx.converters.Layer` of :class:`sparkdl.nn.OnnxOp` for ``node``.
+
+    ``inputs`` overrides the node's input names (absent optional inputs as ''); ``attrs`` are the attributes
+    passed on (plain values).
+    """
+    names = list(node.input) if inputs is None else list(inputs)
+    spec, runtime, params, buffers, tensors, taken = [], [], {}, {}, {}, set()
+    for i, name in enumerate(names):
+        if not name:
+            spec.append(None)
+        elif name not in ctx.graph.constants:
+            spec.append("x")
+            runtime.append(name)
+        else:
+            value = np.asarray(ctx.graph.constants[name])
+            if value.dtype.kind in "iub":
+                spec.append({"value": value.tolist(), "dtype": str(value.dtype)})
+                continue
+            local = _local(name, i, taken)
+            learned = (name in ctx.graph.initializers and value.size > 1
+                       and len(ctx.consumers.get(name, [])) == 1)
+            (params if learned else buffers)[local] = list(value.shape)
+            tensors[local] = (value.astype(np.float32), name if learned else None)
+            spec.append({"tensor": local})
+    if not runtime:  # constant folding: evaluate now, consumers see a constant
+        args = [None if e is None else tensors[e["tensor"]][0] if "tensor" in e else np.asarray(
+            e["value"], e["dtype"]) for e in spec]
+        value = ONNX_OPS[node.op_type][0](args, dict(attrs or {}))[0]
+        ctx.graph.constants[node.output[0]] = value
+        ctx.graph.shapes[node.output[0]] = value.shape
+        return []
+    config = {"op_type": node.op_type, "attrs": dict(attrs or {}), "inputs": spec,
+              "parameters": params, "buffers": buffers}
+    return ctx.layer(node, nn.OnnxOp, config, inputs=runtime, **tensors)
+
+
+def _plain(op_type, attrs=None, check=None):
+    def convert(node, a, ctx):
+        if check is not None:
+            check(node, a, ctx)
+        return generic(node, ctx, {k: v for k, v in a.items() if v is not None})
+    converter(op_type, attrs=dict(attrs or {}))(convert)
+
+
+def _check_cast(node, a, ctx):
+    if a["to"] not in _CASTS:
+        ctx.fail(node, f"to={a['to']}; supported element types: {sorted(_CASTS)} (float, float64, int32, int64, "
+                       "bool)")
+
+
+def _check_reduce(node, a, ctx):
+    if a["noop_with_empty_axes"]:
+        ctx.fail(node, "noop_with_empty_axes=1; supported: 0 (empty axes reduce over every axis)")
+
+
+for _op in ("Sub", "Mul", "Div", "Pow", "Where", "Equal", "Less", "Greater", "Not", "IsNaN", "Neg", "Exp",
+            "Sqrt", "Reciprocal", "Expand"):
+    _plain(_op)
+_plain("Mod", {"fmod": 0})
+_plain("Transpose", {"perm": None})
+_plain("Shape", {"start": 0, "end": None})
+_plain("Squeeze", {"axes": None})
+_plain("Unsqueeze", {"axes": None})
+_plain("Cast", {"to": None, "saturate": 1}, _check_cast)
+_plain("ReduceMean", {"axes": None, "keepdims": 1, "noop_with_empty_axes": 0}, _check_reduce)
+
+
+@converter("Slice", attrs={"starts": None, "ends": None, "axes": None})
+def _slice(node, a, ctx):
+    if a["starts"] is None:  # opset >= 10: starts, ends, axes, steps are inputs
+        return generic(node, ctx)
+    consts = {}
+    for key in ("starts", "ends", "axes"):
+        if a[key] is not None:
+            consts[key] = f"{node.name}/{key}"
+            ctx.graph.constants[consts[key]] = np.asarray(a[key], np.int64)
+    return generic(node, ctx, inputs=[node.input[0], consts["starts"], consts["ends"], consts.get("axes", "")])
+
+
+@converter("ConstantOfShape", attrs={"value": None})
+def _constant_of_shape(node, a, ctx):
+    from onnx import numpy_helper
+    value = np.zeros(1, np.float32) if a["value"] is None else numpy_helper.to_array(a["value"]).reshape(-1)
+    if value.dtype.kind not in "fiub":
+        ctx.fail(node, f"value of type {value.dtype}; supported: a numeric value")
+    return generic(node, ctx, {"value": value[0].item(), "dtype": str(value.dtype)})
