@@ -2,7 +2,8 @@
 side by side.
 
 The input projection of every time step, ``xp = x @ W_ih^T + b`` of shape ``(T, N, G*H)``, is one BLAS GEMM
-done by the caller (:mod:`sparkdl.nn.recurrent`), and so are the weight gradients after the backward pass
+done by the caller (:mod:`sparkdl.nn.recurrent`; the LSTM kernel adds ``b`` in its gate loop, saving a pass
+over ``xp``), and so are the weight gradients after the backward pass
 (``dW_ih = dA^T x``, ``dW_hh = dA^T h_prev``, ``db = sum dA``, ``dx = dA W_ih``). What remains here is the
 sequential part: per step one ``(N, H) @ (H, G*H)`` product (``np.dot``, BLAS) and the gate nonlinearities
 in tight loops. In float32 these compute ``exp`` as plain float32 arithmetic (:func:`_expf`), which LLVM
@@ -177,16 +178,16 @@ def rnn_backward(hs, whh, lengths, reverse, relu, grad_hs, grad_hn, da):
 # overlap of its arrays at run time with few comparisons) and index with np.uint64 (no negative-index
 # wrap-around selects); gate block k of a row is ``[k*H, (k+1)*H)``.
 @njit
-def _gate_activations(x, a, gt):
-    """``gt = act(x + a)`` for one row: sigmoid on the i, f, o blocks, tanh on g."""
+def _gate_activations(x, b, a, gt):
+    """``gt = act(x + b + a)`` for one row: sigmoid on the i, f, o blocks, tanh on g."""
     G = np.uint64(gt.shape[0])
     H = G // np.uint64(4)
     for k in range(H + H):
-        gt[k] = _sigmoid(x[k] + a[k])
+        gt[k] = _sigmoid(x[k] + b[k] + a[k])
     for k in range(H + H, G - H):
-        gt[k] = _tanh(x[k] + a[k])
+        gt[k] = _tanh(x[k] + b[k] + a[k])
     for k in range(G - H, G):
-        gt[k] = _sigmoid(x[k] + a[k])
+        gt[k] = _sigmoid(x[k] + b[k] + a[k])
 
 
 @njit
@@ -202,12 +203,12 @@ def _cell_forward(gt, c, tc, h):
 
 
 @njit
-def lstm_forward(xp, whh_t, lengths, reverse, hs, tcs, gates, hprev, cprev):
+def lstm_forward(xp, whh_t, bias, lengths, reverse, hs, tcs, gates, hprev, cprev):
     """LSTM steps; fills ``hs`` (zero at invalid steps), ``tanh`` of the cell after each step ``tcs``, the
     activated ``gates`` (T, N, 4H) and the states before each step; returns ``(h_n, c_n)``.
 
-    ``xp`` (T, N, 4H) includes both biases; ``whh_t`` is ``W_hh^T`` (H, 4H), contiguous. ``tcs`` and ``gates``
-    are left unwritten at invalid steps.
+    ``xp`` (T, N, 4H) is ``x W_ih^T`` without biases, ``bias`` (4H,) is ``b_ih + b_hh``; ``whh_t`` is ``W_hh^T``
+    (H, 4H), contiguous. ``tcs`` and ``gates`` are left unwritten at invalid steps.
     """
     T, N, G = xp.shape
     H = G // 4
@@ -223,7 +224,7 @@ def lstm_forward(xp, whh_t, lengths, reverse, hs, tcs, gates, hprev, cprev):
             if t >= lengths[n]:
                 hs[t, n] = 0
                 continue
-            _gate_activations(xp[t, n], a[n], gates[t, n])
+            _gate_activations(xp[t, n], bias, a[n], gates[t, n])
             _cell_forward(gates[t, n], c[n], tcs[t, n], h[n])
             hs[t, n] = h[n]
     return h, c

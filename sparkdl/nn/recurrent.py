@@ -82,7 +82,7 @@ class _RNNBase(Module):
         return (p["weight_ih" + sfx], p["weight_hh" + sfx],
                 p["bias_ih" + sfx] if self.use_bias else zero, p["bias_hh" + sfx] if self.use_bias else zero)
 
-    def _direction_forward(self, xp, w_hh, b_hh, lengths, reverse):
+    def _direction_forward(self, xp, w_hh, b_ih, b_hh, lengths, reverse):
         """Run the kernel for one direction; returns (hs, h_n, c_n or None, kernel cache)."""
         t, n, _ = xp.shape
         h = self.hidden_size
@@ -91,7 +91,7 @@ class _RNNBase(Module):
         if self.mode == "LSTM":  # the kernel writes every entry that is read later
             hs, tcs, cprev = (np.empty((t, n, h), self.dtype) for _ in range(3))
             gates = np.empty((t, n, 4 * h), self.dtype)
-            h_n, c_n = K.lstm_forward(xp, w_t, lengths, reverse, hs, tcs, gates, hprev, cprev)
+            h_n, c_n = K.lstm_forward(xp, w_t, b_ih + b_hh, lengths, reverse, hs, tcs, gates, hprev, cprev)
             return hs, h_n, c_n, (gates, tcs, cprev, hprev)
         hs = np.zeros((t, n, h), self.dtype)
         if self.mode == "GRU":
@@ -112,8 +112,10 @@ class _RNNBase(Module):
             for d, sfx in enumerate(self._suffixes(layer)):
                 w_ih, w_hh, b_ih, b_hh = self._weights(sfx)
                 xp = flat_in @ w_ih.T
-                xp += b_ih if self.mode == "GRU" else b_ih + b_hh
-                hs, h_n, c_n, kc = self._direction_forward(xp.reshape(t, n, -1), w_hh, b_hh, lengths, d == 1)
+                if self.mode != "LSTM":  # the LSTM kernel adds the biases in its gate loop
+                    xp += b_ih if self.mode == "GRU" else b_ih + b_hh
+                hs, h_n, c_n, kc = self._direction_forward(xp.reshape(t, n, -1), w_hh, b_ih, b_hh, lengths,
+                                                           d == 1)
                 outs.append(hs)
                 dir_caches.append(kc)
                 h_ns.append(h_n)
