@@ -82,18 +82,18 @@ class _RNNBase(Module):
         return (p["weight_ih" + sfx], p["weight_hh" + sfx],
                 p["bias_ih" + sfx] if self.use_bias else zero, p["bias_hh" + sfx] if self.use_bias else zero)
 
-    def _direction_forward(self, xp, w_hh, b_hh, lengths, reverse):
+    def _direction_forward(self, xp, w_hh, b_ih, b_hh, lengths, reverse):
         """Run the kernel for one direction; returns (hs, h_n, c_n or None, kernel cache)."""
         t, n, _ = xp.shape
         h = self.hidden_size
-        hs = np.zeros((t, n, h), self.dtype)
         hprev = np.empty((t, n, h), self.dtype)
         w_t = np.ascontiguousarray(w_hh.T)
-        if self.mode == "LSTM":
-            cs, cprev = np.zeros_like(hs), np.empty_like(hs)
-            gates = np.zeros((t, n, 4 * h), self.dtype)
-            h_n, c_n = K.lstm_forward(xp, w_t, lengths, reverse, hs, cs, gates, hprev, cprev)
-            return hs, h_n, c_n, (gates, cs, cprev, hprev)
+        if self.mode == "LSTM":  # the kernel writes every entry that is read later
+            hs, tcs, cprev = (np.empty((t, n, h), self.dtype) for _ in range(3))
+            gates = np.empty((t, n, 4 * h), self.dtype)
+            h_n, c_n = K.lstm_forward(xp, w_t, b_ih + b_hh, lengths, reverse, hs, tcs, gates, hprev, cprev)
+            return hs, h_n, c_n, (gates, tcs, cprev, hprev)
+        hs = np.zeros((t, n, h), self.dtype)
         if self.mode == "GRU":
             gates = np.zeros((t, n, 3 * h), self.dtype)
             hhn = np.zeros_like(hs)
@@ -112,8 +112,10 @@ class _RNNBase(Module):
             for d, sfx in enumerate(self._suffixes(layer)):
                 w_ih, w_hh, b_ih, b_hh = self._weights(sfx)
                 xp = flat_in @ w_ih.T
-                xp += b_ih if self.mode == "GRU" else b_ih + b_hh
-                hs, h_n, c_n, kc = self._direction_forward(xp.reshape(t, n, -1), w_hh, b_hh, lengths, d == 1)
+                if self.mode != "LSTM":  # the LSTM kernel adds the biases in its gate loop
+                    xp += b_ih if self.mode == "GRU" else b_ih + b_hh
+                hs, h_n, c_n, kc = self._direction_forward(xp.reshape(t, n, -1), w_hh, b_ih, b_hh, lengths,
+                                                           d == 1)
                 outs.append(hs)
                 dir_caches.append(kc)
                 h_ns.append(h_n)
@@ -161,9 +163,9 @@ class _RNNBase(Module):
     def _direction_backward(self, kc, w_hh, lengths, reverse, g_hs, g_hn, g_cn):
         """Returns (dA for W_ih/b_ih, dA for W_hh/b_hh, the states before each step)."""
         if self.mode == "LSTM":
-            gates, cs, cprev, hprev = kc
-            da = np.zeros_like(gates)
-            K.lstm_backward(gates, cs, cprev, w_hh, lengths, reverse, g_hs, g_hn, g_cn, da)
+            gates, tcs, cprev, hprev = kc
+            da = np.empty_like(gates)
+            K.lstm_backward(gates, tcs, cprev, w_hh, lengths, reverse, g_hs, g_hn, g_cn, da)
             return da, da, hprev
         if self.mode == "GRU":
             gates, hhn, hprev = kc
@@ -186,7 +188,7 @@ class _RNNBase(Module):
             if mask is not None:
                 g_out = g_out * mask
             flat_in = inp.reshape(t * n, -1)
-            g_in = np.zeros((t * n, flat_in.shape[1]), self.dtype)
+            g_in = None
             for d, sfx in enumerate(self._suffixes(layer)):
                 w_ih, w_hh, _, _ = self._weights(sfx)
                 k = layer * nd + d
@@ -194,13 +196,18 @@ class _RNNBase(Module):
                 dax, dah, hprev = self._direction_backward(dir_caches[d], np.ascontiguousarray(w_hh), lengths,
                                                            d == 1, g_hs, np.ascontiguousarray(g_hn[k]),
                                                            np.ascontiguousarray(g_cn[k]))
+                same = dah is dax  # RNN, LSTM: one pre-activation gradient for both sides
                 dax, dah = dax.reshape(t * n, -1), dah.reshape(t * n, -1)
                 np.matmul(dax.T, flat_in, out=g["weight_ih" + sfx])
                 np.matmul(dah.T, hprev.reshape(t * n, h), out=g["weight_hh" + sfx])
                 if self.use_bias:
                     np.sum(dax, axis=0, out=g["bias_ih" + sfx])
-                    np.sum(dah, axis=0, out=g["bias_hh" + sfx])
-                g_in += dax @ w_ih
+                    if same:
+                        g["bias_hh" + sfx][...] = g["bias_ih" + sfx]
+                    else:
+                        np.sum(dah, axis=0, out=g["bias_hh" + sfx])
+                g_dir = dax @ w_ih
+                g_in = g_dir if g_in is None else g_in + g_dir
             g_out = g_in.reshape(t, n, -1)
         return np.ascontiguousarray(g_out.transpose(1, 0, 2)) if self.batch_first else g_out
 
