@@ -38,6 +38,7 @@ def test_version_on_driver_and_tasks_local(spark):
     assert tasks == [f"{b.jvmName()} {sparkdl.__version__}"] * 3  # local mode: tasks run in the driver JVM
 
 
+@pytest.mark.slow
 def test_version_on_executor_jvms_local_cluster():
     r = _run("cluster")
     assert r["driver_version"] == sparkdl.__version__

@@ -36,6 +36,7 @@ def trained(tmp_path_factory):
     return cwd, result, stderr
 
 
+@pytest.mark.slow
 def test_train_short_mnist_reaches_95_percent(trained):
     cwd, result, _ = trained
     assert result["test_accuracy"] >= 0.95
@@ -46,6 +47,7 @@ def test_train_short_mnist_reaches_95_percent(trained):
     assert any((cwd / "run" / "tensorboard").iterdir())
 
 
+@pytest.mark.slow
 def test_evaluate_reloaded_model_gives_same_accuracy(trained):
     cwd, result, _ = trained
     again, _ = _run(["evaluate", "--model", result["model_path"], "--dataset", "mnist", "--master", "local[2]"], cwd)
@@ -53,12 +55,14 @@ def test_evaluate_reloaded_model_gives_same_accuracy(trained):
     assert again["test_loss"] == pytest.approx(result["test_loss"], rel=1e-5)
 
 
+@pytest.mark.slow
 def test_training_log_has_no_spark_alarms(trained):
     _, _, stderr = trained
     assert "task of very large size" not in stderr
     assert "Traceback" not in stderr and " INFO " not in stderr
 
 
+@pytest.mark.slow
 def test_second_run_into_the_same_directory_refuses_before_spark(trained):
     cwd, _, _ = trained
     out = _cli(["train", "--model", "lenet5", "--output", str(cwd / "run"), "--epochs", "1"], cwd, timeout=300)
@@ -69,6 +73,7 @@ def test_second_run_into_the_same_directory_refuses_before_spark(trained):
     assert (cwd / "run" / "model" / "metadata.json").exists()  # untouched
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_run_with_other_settings(trained):
     cwd, _, _ = trained
     out = _cli(["train", "--model", "lenet5", "--output", str(cwd / "run"), "--resume", "--limit", "20000",

@@ -45,19 +45,19 @@ def _fit(spark, x, y, partitions, model, opt, batch_size=20, epochs=2, seed=5, *
 
 
 def test_two_partitions_equal_single_process(spark):
-    x, y = _data()
+    x, y = _data(n=50)
     ref = _model()
     ref_losses = _reference(ref, nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), x, y, 20, 2, seed=5)
     dist = _model()
     summary, _ = _fit(spark, x, y, 2, dist, SGD(lr=0.1, momentum=0.9))
     np.testing.assert_allclose(summary.loss, ref_losses, rtol=1e-5)
     np.testing.assert_allclose(dist.flat_parameters, ref.flat_parameters, rtol=1e-5, atol=1e-6)
-    assert len(summary.loss) == 2 * 5  # ceil(96 / 20) iterations per epoch
+    assert len(summary.loss) == 2 * 3  # ceil(50 / 20) iterations per epoch, the last one partial
 
 
 @pytest.mark.parametrize("partitions", [1, 3, 4])
 def test_trajectory_independent_of_partitioning(spark, partitions):
-    x, y = _data()
+    x, y = _data(n=50)
     ref = _model()
     ref_losses = _reference(ref, nn.CrossEntropyLoss(), Adam(lr=0.01), x, y, 20, 2, seed=5)
     summary, _ = _fit(spark, x, y, partitions, _model(), Adam(lr=0.01), num_blocks=3)
@@ -86,7 +86,7 @@ def _bn_dropout_model(d=6, classes=3, seed=1):
                          nn.Linear(16, classes)).initialize(seed)
 
 
-@pytest.mark.parametrize("n,partitions,batch_size", [(96, 3, 20), (30, 8, 6)])
+@pytest.mark.parametrize("n,partitions,batch_size", [(50, 3, 20), (30, 8, 6)])
 def test_batchnorm_and_dropout_equal_single_process_with_groups(spark, n, partitions, batch_size):
     """(30, 8, 6): partitions of 3-4 rows get shares of 0, 1 or 2 rows of each batch of 6."""
     x, y = _data(n=n)
@@ -122,7 +122,7 @@ def test_three_samples_on_eight_partitions(spark):
 
 
 def test_same_seed_bitwise_identical(spark):
-    x, y = _data()
+    x, y = _data(n=50)
     a, b = _model(), _model()
     _fit(spark, x, y, 3, a, Adam(lr=0.01), epochs=1)
     _fit(spark, x, y, 3, b, Adam(lr=0.01), epochs=1)
@@ -170,7 +170,7 @@ def test_diverging_training_stops_with_iteration(spark):
 
 
 def test_task_failures_are_retried_bit_identically(spark):
-    x, y = _data()
+    x, y = _data(n=80)  # 4 iterations: failures in iterations 1 and 3
     clean = _model()
     _fit(spark, x, y, 2, clean, Adam(lr=0.01), epochs=1)
     faulty = _model()
@@ -191,7 +191,7 @@ def test_broadcasts_and_cache_stay_bounded(spark):
     before = persistent_rdd_count(sc)
     data = DataBlocks.from_samples(sc.parallelize(list(zip(x, y)), 2))
     trainer = DistributedTrainer(_model(), nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), batch_size=8,
-                                 end_trigger=MaxIteration(40), progress=False, jvm_reduce=False)
+                                 end_trigger=MaxIteration(12), progress=False, jvm_reduce=False)
     depths = []
     orig = trainer._replace_state_rdd
 
@@ -201,7 +201,7 @@ def test_broadcasts_and_cache_stay_bounded(spark):
             depths.append((len(updated.toDebugString().splitlines()), persistent_rdd_count(sc)))
     trainer._replace_state_rdd = spy
     trainer.fit(data)
-    assert len(depths) == 40
+    assert len(depths) == 12
     assert max(d for d, _ in depths[5:]) == min(d for d, _ in depths[5:])  # lineage does not grow
     assert max(c for _, c in depths) <= before + 3  # data + current state (+ clip/reduced)
     data.unpersist()
@@ -218,7 +218,7 @@ def test_global_norm_clipping_matches_single_process(spark):
 
 
 def test_fp16_gradient_compression_stays_close(spark):
-    x, y = _data()
+    x, y = _data(n=50)
     full, half = _model(), _model()
     s32, _ = _fit(spark, x, y, 2, full, Adam(lr=0.01), epochs=1)
     s16, _ = _fit(spark, x, y, 2, half, Adam(lr=0.01), epochs=1, compress="fp16")
@@ -241,7 +241,7 @@ def _drop_local_copies_at(at):
 
 
 def test_local_data_copies_missing_rerun_identically(spark, caplog):
-    x, y = _data()
+    x, y = _data(n=50)  # 6 iterations; the copies go missing before the fifth
     ref_summary, ref = _fit(spark, x, y, 2, _model(), Adam(lr=0.01), local_data_copy=False)
     data = DataBlocks.from_numpy(spark.sparkContext, x, y, 2)
     assert data.rdd.isCheckpointed()  # driver arrays are not shipped inside every task

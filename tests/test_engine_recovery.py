@@ -5,9 +5,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "executor_kill.py")
 
 
+@pytest.mark.slow
 def test_executor_killed_mid_training_recovers_bit_identically(tmp_path):
     out = subprocess.run([sys.executable, SCRIPT, str(tmp_path / "killed")], capture_output=True, text=True,
                          timeout=900)

@@ -36,6 +36,7 @@ def example():
     return _example()
 
 
+@pytest.mark.slow
 def test_example_on_a_subset(spark, example, tmp_path):
     res = example.run(spark, pretrain_rows=1000, finetune_rows=1000, test_rows=500, epochs=1, batch_size=100,
                       workdir=str(tmp_path))

@@ -19,6 +19,7 @@ def _census_cached():
     return (d / "census-income.data").exists() and (d / "census-income.test").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _census_cached(), reason="Census-Income not in the dataset cache")
 def test_census_pipeline_example_on_a_subset(spark):
     spec = importlib.util.spec_from_file_location("census_income_pipeline", EXAMPLE)
@@ -40,6 +41,7 @@ def _mnist():
         pytest.skip("MNIST not in the dataset cache")
 
 
+@pytest.mark.slow
 def test_lenet5_on_mnist_dataframe(spark):
     from sparkdl import models
     from sparkdl.ml import DLClassifier

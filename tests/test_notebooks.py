@@ -5,6 +5,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+pytestmark = pytest.mark.slow  # each notebook starts its own kernel and Spark session
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -49,6 +49,7 @@ def _submit(tmp_path, *conf):
     return out
 
 
+@pytest.mark.slow
 def test_spark_submit_prints_no_info_lines_and_one_progress_bar(tmp_path):
     out = _submit(tmp_path)
     spark_info = [line.split(" INFO ")[1] for line in out.stderr.splitlines() if " INFO " in line]
@@ -63,6 +64,7 @@ def test_spark_submit_prints_no_info_lines_and_one_progress_bar(tmp_path):
         assert f"[Stage {stage}:" not in out.stderr
 
 
+@pytest.mark.slow
 def test_spark_submit_log_level_given_by_the_user_is_kept(tmp_path):
     out = _submit(tmp_path, "--conf", "spark.log.level=INFO")
     assert "INFO SparkContext: Submitted application: logs" in out.stderr
