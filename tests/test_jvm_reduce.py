@@ -87,7 +87,7 @@ def test_driver_reduce_runs_one_stage_per_iteration(spark, data, monkeypatch):
     start_profiler(spark.sparkContext)
     _fit(data, task_model, Adam(lr=0.01), True, epochs=1)
     two = stop_profiler(spark.sparkContext)
-    iterations = 5  # 96 rows, batch 20
+    iterations = 3  # 50 rows, batch 20
     assert [len(j["stages"]) for j in one if j["stages"]][-iterations:] == [1] * iterations
     assert [len(j["stages"]) for j in two if j["stages"]][-iterations:] == [2] * iterations
     np.testing.assert_array_equal(driver_model.flat_parameters, task_model.flat_parameters)
