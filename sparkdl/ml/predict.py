@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from sparkdl.ml.arrow import FeatureSpec, decode_features, dense_vectors, doubles
 
-__all__ = ["predict_column", "predict_batches", "predict_arrays", "invalid_row_message"]
+__all__ = ["predict_column", "predict_batches", "predict_arrays", "encode_outputs", "invalid_row_message"]
 
 
 def invalid_row_message(stage, spec: FeatureSpec, row: str) -> str:
@@ -51,6 +51,13 @@ def predict_arrays(model, x: np.ndarray, ok: np.ndarray, batch_size: int, post, 
     return post(out, fields)
 
 
+def encode_outputs(outputs, fields) -> pa.StructArray:
+    """The UDF's result for one batch: a struct of ``fields``, a double per (n,) output and a dense Vector per
+    (n, k) output."""
+    return pa.StructArray.from_arrays([doubles(o) if o.ndim == 1 else dense_vectors(o) for o in outputs],
+                                      names=list(fields))
+
+
 def predict_batches(model, spec: FeatureSpec, batch_size: int, handle: str, fields, post, stage: str, batches):
     """Yield one struct array of outputs per Arrow batch (``batches`` yields arrays or tuples of arrays).
 
@@ -65,9 +72,7 @@ def predict_batches(model, spec: FeatureSpec, batch_size: int, handle: str, fiel
             bad = int(np.argmin(ok))
             shown = "null" if spec.packed else _shown(spec, arrays, bad)
             raise ValueError(invalid_row_message(stage, spec, shown))
-        outputs = predict_arrays(model, x, ok, batch_size, post, fields)
-        yield pa.StructArray.from_arrays([doubles(o) if o.ndim == 1 else dense_vectors(o) for o in outputs],
-                                         names=list(fields))
+        yield encode_outputs(predict_arrays(model, x, ok, batch_size, post, fields), fields)
 
 
 def _run(bc, spec, batch_size, handle, fields, post, stage, batches):

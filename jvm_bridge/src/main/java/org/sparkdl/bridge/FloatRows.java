@@ -1,8 +1,8 @@
 package org.sparkdl.bridge;
 
-import java.nio.ByteBuffer;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.nio.ByteOrder;
-import java.nio.FloatBuffer;
 
 import org.apache.spark.ml.linalg.DenseVector;
 import org.apache.spark.ml.linalg.SparseVector;
@@ -24,6 +24,8 @@ final class FloatRows implements UDF1<Object, byte[]> {
 
     private static final long serialVersionUID = 1L;
     private static final int MAX_SHOWN = 300;
+    private static final VarHandle FLOAT_LE = MethodHandles.byteArrayViewVarHandle(float[].class,
+            ByteOrder.LITTLE_ENDIAN);
 
     private final int size;
     private final String error;
@@ -38,74 +40,73 @@ final class FloatRows implements UDF1<Object, byte[]> {
 
     @Override
     public byte[] call(Object value) {
-        byte[] out = new byte[4 * size];
-        FloatBuffer f = ByteBuffer.wrap(out).order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer();
-        boolean ok = value != null && fill(value, f) && finite(f);
-        if (ok) {
+        byte[] out = value == null ? null : pack(value);
+        if (out != null || error == null) {
             return out;
         }
-        if (error != null) {
-            String shown = String.valueOf(value);
-            if (shown.length() > MAX_SHOWN) {
-                shown = shown.substring(0, MAX_SHOWN - 4) + "...";
-            }
-            throw new IllegalArgumentException(error.replace("{row}", shown));
+        String shown = String.valueOf(value);
+        if (shown.length() > MAX_SHOWN) {
+            shown = shown.substring(0, MAX_SHOWN - 4) + "...";
         }
-        return null;
+        throw new IllegalArgumentException(error.replace("{row}", shown));
     }
 
-    /** Writes the values of {@code value} into {@code f}; false if their number is not {@code size}. */
-    private boolean fill(Object value, FloatBuffer f) {
+    /** The values of {@code value} as float32 bytes, in one pass; null if it is invalid. */
+    private byte[] pack(Object value) {
         if (value instanceof DenseVector) {
             double[] v = ((DenseVector) value).values();
-            if (v.length != size) {
-                return false;
-            }
-            for (int i = 0; i < size; i++) {
-                f.put(i, (float) v[i]);
-            }
-            return true;
+            return v.length == size ? packDoubles(v) : null;
         }
         if (value instanceof SparseVector) {
             SparseVector s = (SparseVector) value;
             if (s.size() != size) {
-                return false;
+                return null;
             }
             int[] idx = s.indices();
             double[] v = s.values();
+            byte[] out = new byte[4 * size];
             for (int k = 0; k < idx.length; k++) {
-                if (idx[k] < 0 || idx[k] >= size) {
-                    return false;
+                float f = (float) v[k];
+                if (idx[k] < 0 || idx[k] >= size || !Float.isFinite(f)) {
+                    return null;
                 }
-                f.put(idx[k], (float) v[k]);
+                FLOAT_LE.set(out, 4 * idx[k], f);
             }
-            return true;
+            return out;
         }
         if (value instanceof scala.collection.Seq) {
             scala.collection.Seq<?> seq = (scala.collection.Seq<?>) value;
             if (seq.length() != size) {
-                return false;
+                return null;
             }
+            byte[] out = new byte[4 * size];
             Iterator<?> it = seq.iterator();
             for (int i = 0; i < size; i++) {
                 Object e = it.next();
                 if (e == null) {
-                    return false;
+                    return null;
                 }
-                f.put(i, ((Number) e).floatValue());
+                float f = ((Number) e).floatValue();
+                if (!Float.isFinite(f)) {
+                    return null;
+                }
+                FLOAT_LE.set(out, 4 * i, f);
             }
-            return true;
+            return out;
         }
         throw new IllegalArgumentException("sparkdl FloatRows: unsupported feature value of class "
                 + value.getClass().getName() + " (expected a Vector or an array of numbers)");
     }
 
-    private boolean finite(FloatBuffer f) {
+    private byte[] packDoubles(double[] v) {
+        byte[] out = new byte[4 * size];
         for (int i = 0; i < size; i++) {
-            if (!Float.isFinite(f.get(i))) {
-                return false;
+            float f = (float) v[i];
+            if (!Float.isFinite(f)) {
+                return null;
             }
+            FLOAT_LE.set(out, 4 * i, f);
         }
-        return true;
+        return out;
     }
 }
