@@ -15,7 +15,7 @@ followed by ``LogisticRegression``. Accuracy is measured on the held-out split w
     python examples/text_classification.py                       # all 12,808 snippets, 80/20 split, both networks
     python examples/text_classification.py --network transformer --rows 2000 --epochs 2
 
-Measured with the first command (all snippets, 10,231 train / 2,577 test): LogisticRegression 0.7598 test
+Measured on all snippets (10,231 train / 2,577 test): LogisticRegression 0.7598 test
 accuracy, Transformer encoder 0.7482 (-1.2 points), Embedding + BiLSTM 0.7439 (-1.6 points). The
 networks lose: ~10k short snippets are few for word embeddings learnt from scratch, while TF-IDF + a regularised
 linear model uses every vocabulary word from the start (details in bench/RESULTS.md, "Text pipeline"). The
