@@ -1,6 +1,7 @@
 """The text classification example (examples/text_classification.py) on a subset of the Rotten Tomatoes
 snippets: Spark ML tokenizer + CountVectorizer vocabulary -> token ids -> DLClassifier with Embedding + LSTM and with
-the Transformer encoder, next to LogisticRegression on TF-IDF. Skipped when the corpus is not in the dataset cache (no download during tests)."""
+the Transformer encoder, next to LogisticRegression on TF-IDF. Skipped when the corpus is not in the dataset cache
+(no download during tests)."""
 import importlib.util
 import os
 

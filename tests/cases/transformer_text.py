@@ -39,9 +39,11 @@ class TorchTransformerClassifier(tnn.Module):
 
 def _classifier(id, kw, max_length=T, training=False):
     args = dict(d_model=8, nhead=2, num_layers=2, dim_feedforward=12, **kw)
-    return LayerCase(id, lambda: nn.Sequential(nn.SequenceLengths(), nn.TransformerClassifier(9, 3, max_length, **args)),
-                     (N, T), (N, 3), lambda: TorchTransformerClassifier(9, 3, max_length, **args), training=training,
-                     inputs=token_ids(9), integer_input=True, bad_dtype="complex64")
+
+    def make():
+        return nn.Sequential(nn.SequenceLengths(), nn.TransformerClassifier(9, 3, max_length, **args))
+    return LayerCase(id, make, (N, T), (N, 3), lambda: TorchTransformerClassifier(9, 3, max_length, **args),
+                     training=training, inputs=token_ids(9), integer_input=True, bad_dtype="complex64")
 
 
 def _encoder(id, layer_kw, num_layers, shape, final_norm=False):
@@ -59,8 +61,9 @@ def _encoder(id, layer_kw, num_layers, shape, final_norm=False):
 
 CASES = [
     _encoder("encoder-2-post-norm", dict(d_model=8, nhead=2, dim_feedforward=12, dropout=0.0), 2, (4, 3, 8)),
-    _encoder("encoder-3-pre-norm-final-norm-bf", dict(d_model=6, nhead=3, dim_feedforward=8, dropout=0.0,
-                                                       batch_first=True, norm_first=True), 3, (2, 5, 6), final_norm=True),
+    _encoder("encoder-3-pre-norm-final-norm-bf",
+             dict(d_model=6, nhead=3, dim_feedforward=8, dropout=0.0, batch_first=True, norm_first=True), 3, (2, 5, 6),
+             final_norm=True),
     _classifier("transformer-classifier", dict(dropout=0.0), training=True),
     _classifier("transformer-classifier-pre-norm-longer-table", dict(dropout=0.0, norm_first=True), max_length=T + 3,
                 training=True),
