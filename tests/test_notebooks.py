@@ -50,8 +50,8 @@ def test_text_classification(tmp_path):
     from sparkdl.datasets import get_data_home
     if not (get_data_home() / "rotten-tomatoes").is_dir():
         pytest.skip("the Rotten Tomatoes corpus is not in the dataset cache")
-    acc = _run("03_text_classification.ipynb", {"ROWS": 1500, "EPOCHS": 3, "MAX_LENGTH": 32, "LEARNING_RATE": 1e-2},
-               tmp_path)
+    acc = _run("03_text_classification.ipynb", {"ROWS": 1500, "EPOCHS": 3, "MAX_LENGTH": 32, "LEARNING_RATE": 1e-2,
+                                                "TRANSFORMER_EPOCHS": 2, "D_MODEL": 16}, tmp_path)
     # 1,500 snippets and 3 epochs teach an LSTM little beyond the majority class (58 %; measured 0.59): this
     # guards the notebook's plumbing (valid predictions for every test row), the example's test checks learning
     assert acc > 0.5

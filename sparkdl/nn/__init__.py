@@ -23,7 +23,8 @@ from sparkdl.nn.pooling import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1
 from sparkdl.nn.recurrent import GRU, LSTM, RNN
 from sparkdl.nn.sequence import PaddedSequence, RNNOutput, SequenceLengths
 from sparkdl.nn.shape import Flatten, Identity, Reshape
-from sparkdl.nn.transformer import TransformerEncoderLayer
+from sparkdl.nn.transformer import TransformerEncoder, TransformerEncoderLayer
+from sparkdl.nn.transformer_classifier import TransformerClassifier
 from sparkdl.nn.upsample import Upsample
 
 __all__ = ["init", "Module", "Layout", "Linear", "ReLU", "Sequential", "Residual", "Concat", "Graph", "Add",
@@ -31,6 +32,7 @@ __all__ = ["init", "Module", "Layout", "Linear", "ReLU", "Sequential", "Residual
            "Sigmoid", "Softmax", "LogSoftmax", "BatchNorm1d", "BatchNorm2d", "Dropout", "Flatten", "Reshape", "Identity",
            "SiLU", "Softplus", "PReLU", "LayerNorm", "GroupNorm", "Conv1d", "MaxPool1d", "AvgPool1d",
            "ConvTranspose2d", "Upsample", "MultiheadAttention", "TransformerEncoderLayer",
+           "TransformerEncoder", "TransformerClassifier",
            "Embedding", "EmbeddingBag", "RNN", "LSTM", "GRU", "PaddedSequence", "SequenceLengths", "RNNOutput",
            "OnnxOp", "RecurrentPart",
            "Loss", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "BCEWithLogitsLoss",

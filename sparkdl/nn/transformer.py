@@ -1,5 +1,6 @@
-"""The Transformer encoder block: :class:`TransformerEncoderLayer` (self-attention + feed-forward, residuals and
-LayerNorm, post- or pre-norm), children named as in PyTorch."""
+"""The Transformer encoder: :class:`TransformerEncoderLayer` (self-attention + feed-forward, residuals and
+LayerNorm, post- or pre-norm) and :class:`TransformerEncoder` (a stack of them with an optional final norm),
+children named as in PyTorch."""
 from __future__ import annotations
 
 import numbers
@@ -9,12 +10,13 @@ import numpy as np
 from sparkdl.kernels import activation as KA
 from sparkdl.nn._checks import check_input, check_positive_int
 from sparkdl.nn.attention import MultiheadAttention
+from sparkdl.nn.containers import Sequential
 from sparkdl.nn.dropout import Dropout
 from sparkdl.nn.layer_norm import LayerNorm
 from sparkdl.nn.linear import Linear
 from sparkdl.nn.module import Module
 
-__all__ = ["TransformerEncoderLayer"]
+__all__ = ["TransformerEncoderLayer", "TransformerEncoder"]
 
 _ACTIVATIONS = {"relu": (KA.relu_forward, KA.relu_backward, True), "gelu": (KA.gelu_forward, KA.gelu_backward, False)}
 
@@ -172,3 +174,87 @@ class TransformerEncoderLayer(Module):
                 "dropout": a.dropout, "activation": self.activation, "layer_norm_eps": self.norm1.eps,
                 "batch_first": a.batch_first, "norm_first": self.norm_first, "bias": a.use_bias,
                 "causal": a.causal}
+
+
+class TransformerEncoder(Module):
+    r"""A stack of ``num_layers`` copies of ``encoder_layer``, then ``norm`` if given (``torch.nn.TransformerEncoder``).
+
+    Parameters
+    ----------
+    encoder_layer : TransformerEncoderLayer
+        The layer to stack; it is copied ``num_layers`` times (:meth:`~sparkdl.nn.Module.initialize` then
+        draws every copy's parameters independently).
+    num_layers : int
+        Number of layers.
+    norm : LayerNorm, optional
+        Applied to the output of the last layer (usual with pre-norm layers).
+
+    Shapes
+    ------
+    - input: (L, N, E), or (N, L, E) when the layer is ``batch_first``; output: same shape
+    - children ``layers`` (a :class:`~sparkdl.nn.Sequential` holding the copies, which :meth:`forward` runs
+      itself so that the masks reach every layer) and ``norm``; parameter names therefore equal
+      ``torch.nn.TransformerEncoder``'s state-dict keys (``layers.0.self_attn.in_proj_weight``, ...)
+
+    Raises
+    ------
+    TypeError, ValueError
+        An ``encoder_layer`` that is not a :class:`TransformerEncoderLayer`, a ``norm`` that is not a
+        :class:`~sparkdl.nn.LayerNorm`, a non-positive ``num_layers``; bad inputs or masks (raised by the layers).
+
+    Notes
+    -----
+    :meth:`forward` takes ``mask``, ``src_key_padding_mask`` (N, L) and ``is_causal`` as keyword arguments
+    (PyTorch's names), passed to every layer as ``src_mask``, ``src_key_padding_mask`` and ``is_causal``.
+
+    References
+    ----------
+    Vaswani et al., 2017, "Attention Is All You Need"; ``torch.nn.TransformerEncoder`` (without its nested-tensor
+    fast path, which only changes speed).
+    """
+
+    def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int, norm: LayerNorm | None = None):
+        super().__init__()
+        name = "TransformerEncoder"
+        if not isinstance(encoder_layer, TransformerEncoderLayer):
+            raise TypeError(f"{name}: encoder_layer must be a TransformerEncoderLayer, got "
+                            f"{type(encoder_layer).__name__}")
+        self.num_layers = check_positive_int(name, "num_layers", num_layers)
+        if norm is not None and not isinstance(norm, LayerNorm):
+            raise TypeError(f"{name}: norm must be a LayerNorm or None, got {type(norm).__name__}")
+        self.add_module("layers", Sequential(*(encoder_layer.copy() for _ in range(self.num_layers))))
+        if norm is not None:
+            self.add_module("norm", norm)
+
+    @classmethod
+    def from_config(cls, config, children=None):
+        """Rebuild from :meth:`get_config` and the saved children (``layers`` and optionally ``norm``)."""
+        children = dict(children or {})
+        layers, norm = children.pop("layers", None), children.pop("norm", None)
+        if not isinstance(layers, Sequential) or len(layers) == 0 or children:
+            raise ValueError("TransformerEncoder.from_config: children must be 'layers' (a non-empty Sequential of "
+                             f"TransformerEncoderLayer) and optionally 'norm'; got layers={type(layers).__name__}, "
+                             f"unexpected {sorted(children)}")
+        return cls(layers[0], **config, norm=norm)
+
+    def forward(self, x, *, training=False, rng=None, mask=None, src_key_padding_mask=None, is_causal=False):
+        caches = []
+        for layer in self.layers._modules.values():
+            x, c = layer.forward(x, training=training, rng=rng, src_mask=mask,
+                                 src_key_padding_mask=src_key_padding_mask, is_causal=is_causal)
+            caches.append(c)
+        cn = None
+        if "norm" in self._modules:
+            x, cn = self.norm.forward(x, training=training, rng=rng)
+        return x, (caches, cn)
+
+    def backward(self, cache, grad_y, grad_params):
+        caches, cn = cache
+        g = grad_y if cn is None else self.norm.backward(cn, grad_y, self.child_grad(grad_params, "norm"))
+        grad_layers = self.child_grad(grad_params, "layers")
+        for (name, layer), c in zip(reversed(self.layers._modules.items()), reversed(caches)):
+            g = layer.backward(c, g, self.layers.child_grad(grad_layers, name))
+        return g
+
+    def get_config(self):
+        return {"num_layers": self.num_layers}
