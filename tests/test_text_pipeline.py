@@ -24,6 +24,7 @@ def _cached():
     return (get_data_home() / "rotten-tomatoes" / ROTTEN_TOMATOES_FILE.name).is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _cached(), reason="Rotten Tomatoes corpus not in the dataset cache")
 def test_text_classification_example_on_a_subset(spark):
     example = _example()
