@@ -59,7 +59,7 @@ def test_spark_submit_prints_no_info_lines_and_one_progress_bar(tmp_path):
     python = out.stdout  # spark-submit merges the Python process's stderr into its stdout
     assert "stopped Spark's console progress bar" in python and "sparkdl fit: 100%" in python
     fit_stages = eval(python.split("FIT_STAGES")[1].splitlines()[0])
-    assert len(fit_stages) >= 4  # two iterations of two stages
+    assert len(fit_stages) >= 2  # two iterations (one stage each with the driver reduce)
     for stage in fit_stages:  # Spark's bar may show the data jobs before fit, none of fit's
         assert f"[Stage {stage}:" not in out.stderr
 
