@@ -7,8 +7,6 @@ import java.util.Arrays;
 import java.util.Comparator;
 import java.util.Iterator;
 import java.util.List;
-import java.util.Map;
-import java.util.TreeMap;
 
 import org.apache.spark.Partitioner;
 import org.apache.spark.api.java.JavaPairRDD;
@@ -16,8 +14,6 @@ import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.broadcast.Broadcast;
-import org.apache.spark.rdd.RDD;
-import org.apache.spark.scheduler.TaskLocation;
 import org.apache.spark.storage.StorageLevel;
 
 import scala.Tuple2;
@@ -379,64 +375,11 @@ public final class TrainingLoop {
         statesBroadcast = used;
     }
 
-    /** Group the data partitions by the executor that caches them, balanced by sample count. */
+    /** Group the data partitions by the executor that caches them ({@link GroupAssignment}). */
     private void assignGroups() {
-        int groups = localSource.getNumPartitions();
-        RDD<byte[]> rdd = data.rdd();
-        Map<String, List<Integer>> byLocation = new TreeMap<>();
-        for (int p = 0; p < sizes.length; p++) {
-            scala.collection.immutable.Seq<TaskLocation> locs = jsc.sc().getPreferredLocs(rdd, p);
-            String where = locs.isEmpty() ? "" : locs.apply(0).toString();
-            byLocation.computeIfAbsent(where, w -> new ArrayList<>()).add(p);
-        }
-        int locations = byLocation.size();
-        List<List<Integer>> members = new ArrayList<>();
-        List<String> hosts = new ArrayList<>();
-        int assigned = 0;
-        int index = 0;
-        for (Map.Entry<String, List<Integer>> e : byLocation.entrySet()) {
-            int share = Math.max(1, (groups - assigned) / (locations - index));
-            long[] load = new long[share];
-            List<List<Integer>> mine = new ArrayList<>();
-            for (int i = 0; i < share; i++) {
-                mine.add(new ArrayList<>());
-            }
-            for (int p : e.getValue()) {
-                int best = 0;
-                for (int i = 1; i < share; i++) {
-                    if (load[i] < load[best]) {
-                        best = i;
-                    }
-                }
-                mine.get(best).add(p);
-                load[best] += Math.max(1, sizes[p]);
-            }
-            for (List<Integer> m : mine) {
-                members.add(m);
-                hosts.add(e.getKey());
-            }
-            assigned += share;
-            index++;
-        }
-        int[][] table = new int[groups][];
-        String[][] where = new String[groups][];
-        for (int g = 0; g < groups; g++) {
-            List<Integer> m = g < members.size() ? members.get(g) : new ArrayList<>();
-            table[g] = m.stream().mapToInt(Integer::intValue).toArray();
-            String h = g < hosts.size() ? hosts.get(g) : "";
-            where[g] = h.isEmpty() ? new String[0] : new String[] {h};
-        }
-        // More locations than groups: fold the surplus into the last groups (correct, just less local).
-        for (int g = groups; g < members.size(); g++) {
-            int target = g % groups;
-            int[] merged = Arrays.copyOf(table[target], table[target].length + members.get(g).size());
-            for (int i = 0; i < members.get(g).size(); i++) {
-                merged[table[target].length + i] = members.get(g).get(i);
-            }
-            table[target] = merged;
-        }
-        context.groups = table;
-        localSource.setLocations(where);
+        GroupAssignment g = GroupAssignment.of(jsc, data.rdd(), sizes, localSource.getNumPartitions());
+        context.groups = g.table;
+        localSource.setLocations(g.where);
     }
 
     /** Lines of the cached state RDD's lineage (tests check that it does not grow). */
