@@ -5,7 +5,6 @@ holds the validating layer and the chunked drivers that call BLAS (numpy ``matmu
 """
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
@@ -231,11 +230,7 @@ class Conv2d(Module):
         self.reset_parameters(np.random.default_rng())
 
     def reset_parameters(self, rng):
-        init.kaiming_uniform_(self.weight, rng, a=math.sqrt(5))
-        if self.use_bias:
-            fan_in, _ = init.calculate_fan_in_and_fan_out(self.weight.shape)
-            bound = 1.0 / math.sqrt(fan_in)
-            init.uniform_(self.bias, rng, -bound, bound)
+        init.default_layer_init_(self.weight, self.bias if self.use_bias else None, rng)
 
     # ------------------------------------------------------------------ geometry
     def output_size(self, h: int, w: int) -> tuple[int, int]:

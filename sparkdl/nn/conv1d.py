@@ -1,7 +1,6 @@
 """1-D convolution: a :class:`~sparkdl.nn.Conv2d` im2col convolution with a height-1 kernel over (N, C, 1, L)."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -88,11 +87,7 @@ class Conv1d(Module):
         self.reset_parameters(np.random.default_rng())
 
     def reset_parameters(self, rng):
-        init.kaiming_uniform_(self.weight, rng, a=math.sqrt(5))
-        if self.use_bias:
-            fan_in, _ = init.calculate_fan_in_and_fan_out(self.weight.shape)
-            bound = 1.0 / math.sqrt(fan_in)
-            init.uniform_(self.bias, rng, -bound, bound)
+        init.default_layer_init_(self.weight, self.bias if self.use_bias else None, rng)
 
     def output_size(self, length: int) -> int:
         """``L_out`` for an input of length ``length`` (PyTorch's formula)."""

@@ -1,7 +1,6 @@
 """Transposed 2-D convolution (the adjoint of :class:`~sparkdl.nn.Conv2d`), on the same im2col kernels."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -100,11 +99,7 @@ class ConvTranspose2d(Module):
         self.reset_parameters(np.random.default_rng())
 
     def reset_parameters(self, rng):
-        init.kaiming_uniform_(self.weight, rng, a=math.sqrt(5))
-        if self.use_bias:
-            fan_in, _ = init.calculate_fan_in_and_fan_out(self.weight.shape)
-            bound = 1.0 / math.sqrt(fan_in)
-            init.uniform_(self.bias, rng, -bound, bound)
+        init.default_layer_init_(self.weight, self.bias if self.use_bias else None, rng)
 
     def output_size(self, h: int, w: int) -> tuple[int, int]:
         """``(H_out, W_out)`` for an input of spatial size ``(h, w)`` (PyTorch's formula)."""

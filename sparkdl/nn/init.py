@@ -16,7 +16,8 @@ import math
 import numpy as np
 
 __all__ = ["calculate_fan_in_and_fan_out", "calculate_gain", "zeros_", "ones_", "constant_", "normal_",
-           "uniform_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
+           "uniform_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",
+           "default_layer_init_"]
 
 
 def _check(array, rng, name, random=False):
@@ -149,3 +150,14 @@ def kaiming_normal_(array: np.ndarray, rng: np.random.Generator, a: float = 0.0,
     if _skip(array, rng, "kaiming_normal_"):
         return array
     return normal_(array, rng, 0.0, _kaiming_std(array.shape, a, mode, nonlinearity))
+
+
+def default_layer_init_(weight: np.ndarray, bias: np.ndarray | None, rng: np.random.Generator) -> None:
+    """PyTorch's default ``reset_parameters`` of ``Linear`` and the ``Conv*``/``ConvTranspose*`` layers, in place:
+    ``kaiming_uniform_(weight, a=sqrt(5))`` and the bias (if any) from U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with
+    ``fan_in`` computed from the weight's shape."""
+    kaiming_uniform_(weight, rng, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = calculate_fan_in_and_fan_out(weight.shape)
+        bound = 1.0 / math.sqrt(fan_in)
+        uniform_(bias, rng, -bound, bound)

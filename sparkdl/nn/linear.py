@@ -1,7 +1,6 @@
 """Fully connected layer."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -54,10 +53,7 @@ class Linear(Module):
         self.reset_parameters(np.random.default_rng())
 
     def reset_parameters(self, rng):
-        init.kaiming_uniform_(self.weight, rng, a=math.sqrt(5))
-        if self.use_bias:
-            bound = 1.0 / math.sqrt(self.in_features)
-            init.uniform_(self.bias, rng, -bound, bound)
+        init.default_layer_init_(self.weight, self.bias if self.use_bias else None, rng)
 
     def forward(self, x, *, training=False, rng=None):
         check_input(self, x, 2, axis=1, size=self.in_features)
