@@ -100,6 +100,12 @@ def float_rows(sc, column, size: int, error: str | None = None):
     return Column(bridge(sc).floatRows(column._jc, int(size), error))
 
 
+def widen_halves(sc, halves: bytes) -> bytes:
+    """Little-endian float16 bytes widened to float32 bytes by the bridge, as its AllReduce widens
+    ``compress='fp16'`` gradient records (for tests against numpy)."""
+    return bytes(bridge(sc).widenHalves(bytearray(halves)))
+
+
 def count_on_jvm(rdd) -> int:
     """Run an action over ``rdd`` without a Python pass over its output: the JVM counts the serialized
     batches. Materializes (and caches/checkpoints, if marked) every partition."""

@@ -120,6 +120,32 @@ def test_clip_norm_bitwise(spark, groups, driver, monkeypatch):
     data.unpersist()
 
 
+@pytest.mark.parametrize("blocks, driver", [(1, True), (1, False), (3, False)],
+                         ids=["driver_reduce", "executor_reduce", "three_blocks"])
+def test_fp16_records_bitwise_equal_to_python_reduce(data, blocks, driver, monkeypatch):
+    """compress='fp16': float16 records, widened exactly and summed in float32 on the JVM as numpy does."""
+    monkeypatch.setattr(jvm_reduce, "DRIVER_REDUCE", driver)
+    py_model, jvm_model, fp32_model = _model(), _model(), _model()
+    opt = lambda: Adam(lr=0.01, weight_decay=1e-2, clip_norm=0.5 if blocks == 1 else None)
+    py, _ = _fit(data, py_model, opt(), False, num_blocks=blocks, compress="fp16")
+    jv, _ = _fit(data, jvm_model, opt(), True, num_blocks=blocks, compress="fp16")
+    _fit(data, fp32_model, opt(), True, num_blocks=blocks)
+    np.testing.assert_array_equal(jv.loss, py.loss)
+    np.testing.assert_array_equal(jvm_model.flat_parameters, py_model.flat_parameters)
+    assert not np.array_equal(jvm_model.flat_parameters, fp32_model.flat_parameters)  # the rounding is real
+
+
+def test_half_widening_matches_numpy_for_every_bit_pattern(spark):
+    from sparkdl.jvm import widen_halves
+    halves = np.arange(65536, dtype="<u2")
+    widened = np.frombuffer(widen_halves(spark.sparkContext, halves.tobytes()), "<f4")
+    expected = halves.view("<f2").astype("<f4")
+    finite = np.isfinite(expected)
+    np.testing.assert_array_equal(widened.view("<u4")[finite], expected.view("<u4")[finite])  # bitwise, incl. -0
+    assert np.isnan(widened[np.isnan(expected)]).all()
+    assert (widened[np.isinf(expected)] == expected[np.isinf(expected)]).all()
+
+
 def test_clip_norm_with_several_blocks_is_refused_for_jvm_reduce(data):
     trainer = DistributedTrainer(_model(), nn.CrossEntropyLoss(), SGD(lr=0.1, clip_norm=1.0), batch_size=20,
                                  num_blocks=2, progress=False, jvm_reduce=None)
@@ -223,7 +249,8 @@ def test_unsupported_configurations_are_named():
     assert supports(Adagrad(lr=0.1), None) is not None
     assert supports(SGD(lr=0.1, clip_norm=1.0), None, 1) is None
     assert "clip_norm" in supports(SGD(lr=0.1, clip_norm=1.0), None, 2)
-    assert supports(Adam(), "fp16") is not None
+    assert supports(Adam(), "fp16") is None
+    assert "compress='int8'" in supports(Adam(), "int8")
     assert supports(AdamW(), None) is None
     with pytest.raises(ValueError, match="jvm_reduce=True is not possible: optimizer Adagrad"):
         DistributedTrainer(_model(), nn.CrossEntropyLoss(), Adagrad(lr=0.1), batch_size=4, jvm_reduce=True)

@@ -17,8 +17,9 @@ One iteration is one call of :meth:`JvmAllReduce.step`, i.e. one py4j round trip
 The driver keeps the weights on the JVM; Python reads them (and the shard states) only for validation,
 snapshots, checkpoints and at the end. Supported: :class:`~sparkdl.optim.SGD` (momentum, dampening,
 Nesterov, weight decay), :class:`~sparkdl.optim.Adam` and :class:`~sparkdl.optim.AdamW` (AMSGrad), with
-``clip_value`` or ``clip_norm`` (the latter with one AllReduce block), parameter groups and frozen tensors;
-other optimizers and fp16 compression use the Python reduce (:mod:`sparkdl.engine.iteration`).
+``clip_value`` or ``clip_norm`` (the latter with one AllReduce block), parameter groups, frozen tensors and
+``compress='fp16'`` (float16 records, widened exactly and summed in float32 as the Python path does); other
+optimizers use the Python reduce (:mod:`sparkdl.engine.iteration`).
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from sparkdl.optim import SGD, Adam, AdamW
 __all__ = ["JvmAllReduce", "DRIVER_REDUCE", "supports", "encode_program", "pack_states", "unpack_states", "gradient_records"]
 
 _RECORD = struct.Struct("<iiiiddq")  # kind, block, partition, reserved, loss, normalizer, count
-_GRAD, _MISS, _BUFFERS = 1, 2, 3
+_GRAD, _MISS, _BUFFERS, _GRAD16 = 1, 2, 3, 4
 _HEADER = struct.Struct("<6i")  # magic, epoch, iteration, global iteration, full, number of partitions
 _MAGIC = 0x53444C31
 _STEP = struct.Struct("<iiddq")  # status, ran_full, loss_sum, normalizer_sum, samples
@@ -51,8 +52,8 @@ def supports(optimizer, compress, num_blocks: int | None = None) -> str | None:
     if optimizer.clip_norm is not None and num_blocks is not None and num_blocks != 1:
         return f"clip_norm needs the global gradient norm, which the JVM reduce computes only with one " \
                f"AllReduce block (got {num_blocks})"
-    if compress is not None:
-        return f"compress={compress!r}"
+    if compress not in (None, "fp16"):
+        return f"compress={compress!r} (None and 'fp16' are supported)"
     return None
 
 
@@ -179,9 +180,11 @@ def gradient_records(fit_broadcast, data_deserializer, split: int, frames):
                 yield _RECORD.pack(_MISS, k, p, 0, 0.0, 0.0, 0)
             continue
         grad, loss_sum, norm, (buffer_sum, count) = out
+        kind, dtype = (_GRAD16, "<f2") if fit.compress == "fp16" else (_GRAD, "<f4")
+        grad = grad.astype(dtype, copy=False)  # numpy's rounding, as the Python path's gradient_task
         for k in range(len(bounds) - 1):
             block = grad[bounds[k]:bounds[k + 1]]
-            yield _RECORD.pack(_GRAD, k, p, 0, loss_sum if k == 0 else 0.0, norm, 0) + block.tobytes()
+            yield _RECORD.pack(kind, k, p, 0, loss_sum if k == 0 else 0.0, norm, 0) + block.tobytes()
         yield _RECORD.pack(_BUFFERS, 0, p, 0, 0.0, 0.0, count) + \
             (b"" if buffer_sum is None else buffer_sum.astype("<f4").tobytes())
     global _FROZEN

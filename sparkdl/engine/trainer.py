@@ -112,7 +112,7 @@ class DistributedTrainer:
         ``jvm_bridge`` (:mod:`sparkdl.engine.jvm_reduce`): one py4j call and one Python stage per iteration,
         one gradient task per executor core over the executor-local data copies, results bitwise equal to
         the Python reduce. Default (``None``): on when the bridge is on the session's class path and the
-        configuration is supported (SGD, Adam, AdamW without ``compress``; ``clip_norm`` with one AllReduce
+        configuration is supported (SGD, Adam, AdamW, with or without ``compress``; ``clip_norm`` with one AllReduce
         block); ``True`` requires it; ``False`` always uses the Python reduce. With one block (models under
         ~1M parameters) the driver JVM sums and updates (one stage per iteration).
     fault_hook : callable, optional

@@ -57,7 +57,7 @@ final class BlockReducer implements FlatMapFunction2<Iterator<Tuple2<Integer, by
         while (records.hasNext()) {
             byte[] f = records.next()._2();
             int kind = Frames.kind(f);
-            if (kind == Frames.GRAD) {
+            if (Frames.isGradient(kind)) {
                 grads.add(f);
             } else if (kind == Frames.BUFFERS) {
                 buffers.add(f);

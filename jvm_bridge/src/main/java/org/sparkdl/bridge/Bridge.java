@@ -87,6 +87,19 @@ public final class Bridge {
         return functions.udf(new FloatRows(size, error), DataTypes.BinaryType).apply(column);
     }
 
+    /**
+     * Little-endian binary16 values widened to float32 (little endian) exactly as the AllReduce widens
+     * {@code compress='fp16'} gradient records ({@link Frames#addPayload}); tests compare it with numpy.
+     */
+    public static byte[] widenHalves(byte[] halves) {
+        java.nio.ByteBuffer in = Frames.wrap(halves);
+        float[] out = new float[halves.length / 2];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = Frames.halfToFloat(in.getShort(2 * i) & 0xffff);
+        }
+        return Frames.bytes(out);
+    }
+
     private static String readVersion() {
         Properties p = new Properties();
         try (InputStream in = Bridge.class.getResourceAsStream("bridge.properties")) {

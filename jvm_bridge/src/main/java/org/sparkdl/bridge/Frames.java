@@ -12,6 +12,8 @@ import java.nio.ByteOrder;
  *   int32 kind | int32 block | int32 partition | int32 reserved | float64 loss | float64 normalizer |
  *   int64 count | float32[] payload
  * kind GRAD: payload = the partition's summed gradient of that block
+ * kind GRAD16: the same as IEEE binary16 (compress='fp16': numpy's float32 to float16 rounding in Python), so
+ *   the payload is int16[] and each element is widened to float32 exactly before it is added
  * kind BUFFERS (block 0 only): payload = the partition's buffers (BatchNorm statistics) times its count
  * kind MISS: no payload; the task had no data for that partition (the iteration is rerun on full data)
  * </pre>
@@ -21,6 +23,16 @@ final class Frames {
     static final int GRAD = 1;
     static final int MISS = 2;
     static final int BUFFERS = 3;
+    static final int GRAD16 = 4;
+
+    /** float32 value of every binary16 bit pattern (widening is exact, so a table is the conversion). */
+    private static final float[] HALF = new float[65536];
+
+    static {
+        for (int h = 0; h < 65536; h++) {
+            HALF[h] = halfToFloat(h);
+        }
+    }
 
     private Frames() {
     }
@@ -54,20 +66,48 @@ final class Frames {
     }
 
     static int payloadLength(byte[] f) {
-        return (f.length - HEADER) / 4;
+        return (f.length - HEADER) / (kind(f) == GRAD16 ? 2 : 4);
     }
 
-    /** Add the payload of {@code f} to {@code acc} element by element in float32 (IEEE, no fusion). */
+    static boolean isGradient(int kind) {
+        return kind == GRAD || kind == GRAD16;
+    }
+
+    /**
+     * Add the payload of {@code f} to {@code acc} element by element in float32 (IEEE, no fusion); a GRAD16
+     * payload is widened first, as numpy's float32 + float16 addition does.
+     */
     static void addPayload(byte[] f, float[] acc) {
         int n = payloadLength(f);
         if (n != acc.length) {
             throw new IllegalArgumentException("sparkdl bridge: gradient record of block " + block(f) + " from partition "
-                    + partition(f) + " has " + n + " floats, expected " + acc.length);
+                    + partition(f) + " has " + n + " values, expected " + acc.length);
         }
         ByteBuffer b = wrap(f);
-        for (int i = 0; i < n; i++) {
-            acc[i] += b.getFloat(HEADER + 4 * i);
+        if (kind(f) == GRAD16) {
+            for (int i = 0; i < n; i++) {
+                acc[i] += HALF[b.getShort(HEADER + 2 * i) & 0xffff];
+            }
+        } else {
+            for (int i = 0; i < n; i++) {
+                acc[i] += b.getFloat(HEADER + 4 * i);
+            }
         }
+    }
+
+    /** The float32 value of binary16 bit pattern {@code h} (Java 17 has no Float.float16ToFloat). */
+    static float halfToFloat(int h) {
+        int sign = (h & 0x8000) << 16;
+        int exponent = (h >>> 10) & 0x1f;
+        int mantissa = h & 0x3ff;
+        if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24, exact in float32
+            float v = mantissa * 0x1p-24f;
+            return sign != 0 ? -v : v;
+        }
+        if (exponent == 31) {  // infinity or NaN (payload kept in the high mantissa bits, as numpy does)
+            return Float.intBitsToFloat(sign | 0x7f800000 | (mantissa << 13));
+        }
+        return Float.intBitsToFloat(sign | ((exponent + 112) << 23) | (mantissa << 13));
     }
 
     static float[] payload(byte[] f) {
