@@ -47,7 +47,7 @@ def run_sparkdl(data, target, max_epochs, batch_size=1024, lr=6e-3, warmup_epoch
     from sparkdl.cli import _optimizer
     from sparkdl.models import lenet5
     (xtr, ytr), (xte, yte) = data
-    spark = engine.get_or_create_session("local[2]")
+    spark = engine.get_or_create_session("local[2]", training=True)  # as `sparkdl train` does
     t0 = time.perf_counter()
     train = engine.DataBlocks.from_numpy(spark.sparkContext, xtr, ytr, 2)
     test = engine.DataBlocks.from_numpy(spark.sparkContext, xte, yte, 2)
@@ -131,7 +131,7 @@ def _ddp_main(target, max_epochs, batch_size, lr, schedule_epochs):
 def run_torch_distributor(target, max_epochs, batch_size=64, lr=3e-3, schedule_epochs=SCHEDULE_EPOCHS):
     from pyspark.ml.torch.distributor import TorchDistributor
     from sparkdl.engine import get_or_create_session
-    spark = get_or_create_session("local[2]")
+    spark = get_or_create_session("local[2]", training=True)
     t0 = time.perf_counter()
     epochs, acc = TorchDistributor(num_processes=2, local_mode=True, use_gpu=False).run(
         _ddp_main, target, max_epochs, batch_size, lr, schedule_epochs)

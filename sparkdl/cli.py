@@ -229,7 +229,8 @@ def train(args, output: str) -> dict:
     from sparkdl import engine, io, metrics, nn
     from sparkdl.models import MODELS
     (x_train, y_train), (x_test, y_test) = _load(args)  # before Spark starts: a missing dataset fails fast
-    spark = engine.get_or_create_session(args.master, app_name=f"sparkdl train {args.model} {args.dataset}")
+    spark = engine.get_or_create_session(args.master, app_name=f"sparkdl train {args.model} {args.dataset}",
+                                         training=True)
     sc = spark.sparkContext
     if args.limit:
         x_train, y_train = x_train[:args.limit], y_train[:args.limit]

@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 from sparkdl.jvm import jar_path
 
-__all__ = ["RECOMMENDED_CONF", "get_or_create_session", "default_numba_cache_dir"]
+__all__ = ["RECOMMENDED_CONF", "LOCAL_TRAINING_CONF", "get_or_create_session", "default_numba_cache_dir"]
 
 #: Spark settings applied to sessions sparkdl creates (measured in bench/engine.py; see bench/RESULTS.md).
 RECOMMENDED_CONF = {
@@ -37,6 +37,15 @@ RECOMMENDED_CONF = {
 }
 
 
+#: Added for a training-only session on a local master (``get_or_create_session(..., training=True)``, as
+#: ``sparkdl train`` does). There the driver JVM is also the executor, and on a few cores the C2 compiler's
+#: warm-up (~12 s of CPU in the first 2 epochs of LeNet-5 on MNIST) competes with the Python workers that
+#: compute the gradients: C1 only made those epochs 15% faster (bench/RESULTS.md). It also makes JVM-heavy
+#: work slower — Spark's Arrow conversion of ``array<float>`` columns ran at half speed —, so sessions that
+#: also transform or query keep the default JIT.
+LOCAL_TRAINING_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
+
+
 def default_numba_cache_dir() -> str:
     """``$XDG_CACHE_HOME/sparkdl/numba`` (default ``~/.cache/sparkdl/numba``)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -53,7 +62,30 @@ def _with_bridge_jar(jars: str | None) -> str | None:
     return ",".join(items) or None
 
 
-def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", conf: dict | None = None):
+def _settings(master: str | None, conf: dict | None, training: bool) -> dict:
+    """The configuration of a new session (see :func:`get_or_create_session`)."""
+    settings = dict(RECOMMENDED_CONF)
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # the JVM already runs: JVM options cannot apply
+    local = (master or "local").startswith("local")
+    if training and local and not submitted:
+        settings.update(LOCAL_TRAINING_CONF)
+    if not local:
+        # Remote executors may not be able to write next to an installed package: give numba a
+        # writable cache. (Local executors share the driver's cache, so kernels compile once.)
+        settings["spark.executorEnv.NUMBA_CACHE_DIR"] = default_numba_cache_dir()
+    settings.update(conf or {})
+    jars = _with_bridge_jar(settings.get("spark.jars", SparkConf().get("spark.jars", None)))
+    if jars:
+        settings["spark.jars"] = jars
+    if submitted and "spark.log.level" not in (conf or {}):
+        from sparkdl.jvm import submitted_conf
+        if submitted_conf("spark.log.level") is not None:  # spark-submit's --conf spark.log.level wins
+            del settings["spark.log.level"]
+    return settings
+
+
+def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", conf: dict | None = None,
+                          training: bool = False):
     """Return the active SparkSession, or create one with :data:`RECOMMENDED_CONF`.
 
     Parameters
@@ -65,6 +97,9 @@ def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", 
     conf : dict, optional
         Extra settings for a new session (override the recommended ones). The bridge jar is appended to
         ``spark.jars`` (to this one, or to one set in ``spark-defaults.conf``/by ``spark-submit``).
+    training : bool
+        The session will only train (no DataFrame transforms or SQL): on a local master, a new session also
+        gets :data:`LOCAL_TRAINING_CONF` (its JVM is started here, so the JIT setting applies; ``conf`` wins).
     """
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -72,19 +107,7 @@ def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", 
     builder = SparkSession.builder.appName(app_name)
     if master is not None or "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit
         builder = builder.master(master or "local[*]")
-    settings = dict(RECOMMENDED_CONF)
-    if not (master or "local").startswith("local"):
-        # Remote executors may not be able to write next to an installed package: give numba a
-        # writable cache. (Local executors share the driver's cache, so kernels compile once.)
-        settings["spark.executorEnv.NUMBA_CACHE_DIR"] = default_numba_cache_dir()
-    settings.update(conf or {})
-    jars = _with_bridge_jar(settings.get("spark.jars", SparkConf().get("spark.jars", None)))
-    if jars:
-        settings["spark.jars"] = jars
-    if "PYSPARK_GATEWAY_PORT" in os.environ and "spark.log.level" not in (conf or {}):
-        from sparkdl.jvm import submitted_conf
-        if submitted_conf("spark.log.level") is not None:  # spark-submit's --conf spark.log.level wins
-            del settings["spark.log.level"]
+    settings = _settings(master, conf, training)
     for k, v in settings.items():
         builder = builder.config(k, v)
     return builder.getOrCreate()

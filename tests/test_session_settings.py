@@ -1,0 +1,22 @@
+"""The configuration get_or_create_session gives a new session (no JVM is started here)."""
+from sparkdl.engine import LOCAL_TRAINING_CONF, RECOMMENDED_CONF
+from sparkdl.engine.session import _settings
+
+JIT = "spark.driver.extraJavaOptions"
+
+
+def test_training_session_on_a_local_master_runs_its_jvm_with_c1_only(monkeypatch):
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    assert LOCAL_TRAINING_CONF[JIT] == "-XX:TieredStopAtLevel=1"
+    for master in (None, "local[2]", "local-cluster[2,1,1024]"):
+        assert _settings(master, None, True)[JIT] == "-XX:TieredStopAtLevel=1"
+    assert JIT not in _settings("local[2]", None, False)  # sessions that also transform keep C2
+    assert JIT not in _settings("spark://host:7077", None, True)  # remote executors: their own JVMs
+    assert _settings("local[2]", {JIT: "-Xss4m"}, True)[JIT] == "-Xss4m"  # the caller's conf wins
+    assert {k: v for k, v in _settings("local[2]", None, True).items() if k in RECOMMENDED_CONF} == RECOMMENDED_CONF
+
+
+def test_no_jvm_option_when_spark_submit_started_the_jvm(monkeypatch):
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")
+    monkeypatch.setattr("sparkdl.jvm.submitted_conf", lambda key: None)
+    assert JIT not in _settings(None, None, True)
