@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 import weakref
 
 __all__ = ["BridgeMissingError", "BRIDGE_CLASS", "bridge", "jar_path", "float_rows", "count_on_jvm", "empty_view",
@@ -208,13 +209,25 @@ class TrainingLoop:
         self._loop.setWeights(bytes(packed.tobytes()), int(num_parameters))
 
     def weights(self) -> bytes:
-        return bytes(self._loop.weights())
+        return self._read("weights")
 
     def set_states(self, packed: bytes) -> None:
         self._loop.setStates(packed)
 
     def states(self) -> bytes:
-        return bytes(self._loop.states())
+        return self._read("states")
+
+    def _read(self, what: str) -> bytes:
+        """``what`` through a temporary file: py4j's base64 text protocol moves ~10 MB/s (40 ms for LeNet-5's
+        weights), a file ~1 ms."""
+        fd, path = tempfile.mkstemp(prefix=f"sparkdl-{what}-", suffix=".bin")
+        os.close(fd)
+        try:
+            self._loop.writeTo(what, path)
+            with open(path, "rb") as f:
+                return f.read()
+        finally:
+            os.unlink(path)
 
     def step(self, epoch: int, iteration: int, global_iteration: int, program: bytes) -> bytes:
         return bytes(self._loop.step(int(epoch), int(iteration), int(global_iteration), program))
