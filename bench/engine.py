@@ -46,8 +46,8 @@ def median_ms(fn, repeats, warmup=2):
 
 def _session(master):
     from sparkdl.engine import get_or_create_session
-    return get_or_create_session(master, app_name="sparkdl-bench-engine", conf={"spark.ui.enabled": "false",
-                                                                               "spark.driver.memory": "6g"})
+    return get_or_create_session(master, app_name="sparkdl-bench-engine", training=True,  # as `sparkdl train`
+                                 conf={"spark.ui.enabled": "false", "spark.driver.memory": "6g"})
 
 
 def floors(sc, repeats):

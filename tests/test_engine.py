@@ -155,6 +155,35 @@ def test_bad_features_named_before_training(spark):
         DataBlocks.from_samples(spark.sparkContext.parallelize(rows, 2))
 
 
+def test_from_numpy_checks_rows_on_the_driver_before_any_job(spark, monkeypatch):
+    x, y = _data(n=10)
+    x[8, 3] = np.inf  # 2 partitions of 5 rows: partition 1, row 3
+    monkeypatch.setattr(type(spark.sparkContext), "parallelize",
+                        lambda *a, **k: pytest.fail("a Spark job started before the check"))
+    with pytest.raises(ValueError, match=r"partition 1, row 3: features contain NaN or infinity"):
+        DataBlocks.from_numpy(spark.sparkContext, x, y, 2)
+    with pytest.raises(ValueError, match="y must be numeric, got dtype <U1"):
+        DataBlocks.from_numpy(spark.sparkContext, x[:2], np.array(["a", "b"]), 2)
+    y = y.astype(np.float64)
+    y[2] = np.nan
+    with pytest.raises(ValueError, match="partition 0, row 2: label is NaN or infinity"):
+        DataBlocks.from_numpy(spark.sparkContext, np.zeros((10, 6), np.float32), y, 2)
+
+
+@pytest.mark.parametrize("rows, width, parts", [(11, 6, 3), (2200, 4096, 2)], ids=["one_chunk", "chunked"])
+def test_from_numpy_summaries_match_the_cached_partitions(spark, rows, width, parts):
+    """The sizes inspected on the driver are those of the cached blocks (2 x 18 MB: 2 chunks per partition)."""
+    x = np.arange(rows * width, dtype=np.float32).reshape(rows, width)
+    y = np.arange(rows) % 3
+    data = DataBlocks.from_numpy(spark.sparkContext, x, y, parts)
+    blocks = data.rdd.map(lambda b: (len(b[0]), float(b[0][0, 0]), int(b[1][-1]))).collect()
+    assert [n for n, _, _ in blocks] == data.sizes and sum(data.sizes) == rows
+    starts = np.concatenate([[0], np.cumsum(data.sizes)[:-1]])
+    assert [first for _, first, _ in blocks] == [float(s * width) for s in starts]  # row order kept
+    assert [last for _, _, last in blocks] == [int(y[s - 1]) for s in np.cumsum(data.sizes)]
+    data.unpersist()
+
+
 def test_label_out_of_range_named(spark):
     x, y = _data(n=10)
     y[6] = 3

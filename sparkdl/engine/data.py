@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from pyspark import StorageLevel
 
-from sparkdl.jvm import jvm_log_level
+from sparkdl.jvm import count_on_jvm, jvm_log_level
 
 __all__ = ["DataBlocks", "PartitionSummary"]
 
@@ -164,7 +164,8 @@ class DataBlocks:
         Raises
         ------
         ValueError
-            If ``x`` and ``y`` have different lengths or ``num_partitions < 1``.
+            Before any Spark job: if ``x`` and ``y`` have different lengths, ``num_partitions < 1``, an array is
+            not numeric, or a row has NaN or infinite features (or float labels), naming its partition and row.
         """
         x, y = np.asarray(x), np.asarray(y)
         if len(x) != len(y):
@@ -172,17 +173,29 @@ class DataBlocks:
         n = num_partitions or sc.defaultParallelism
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"DataBlocks.from_numpy: num_partitions must be an int >= 1, got {num_partitions!r}")
+        for name, a in (("x", x), ("y", y)):
+            if a.dtype.kind not in "fiub":
+                raise ValueError(f"DataBlocks.from_numpy: {name} must be numeric, got dtype {a.dtype}")
         # Several chunks of <= ~16 MB per partition keep each serialized record small for the JVM;
-        # parallelize() gives each partition a contiguous run of chunks, so row order is kept.
+        # parallelize() gives partition p the p-th run of `pieces` chunks, so row order is kept.
         row_bytes = max(1, x[:1].nbytes)
         per_part = max(1, -(-len(x) // n))
         pieces = max(1, -(-per_part * row_bytes // (16 << 20)))
         bounds = np.linspace(0, len(x), n * pieces + 1).round().astype(int)
         chunks = [(x[bounds[i]:bounds[i + 1]], y[bounds[i]:bounds[i + 1]]) for i in range(n * pieces)]
-        # The arrays ride inside the tasks of these first jobs only (then the checkpoint replaces them): Spark's
+        # The partitions are inspected here, before any Spark job: a bad row fails fast, and no Python pass
+        # over the cached data is needed for it.
+        rows = bounds[::pieces]
+        summaries = [_summarize(p, (x[a:b].astype(np.float32, copy=False), y[a:b]))
+                     for p, (a, b) in enumerate(zip(rows[:-1], rows[1:]))]
+        _raise_problems(summaries)
+        blocks = _normalized(sc.parallelize(chunks, n)).persist(storage_level)
+        _checkpoint_driver_data(blocks)
+        # The arrays ride inside the tasks of this first job only (then the checkpoint replaces them): Spark's
         # "task of very large size" warning is expected here and would only alarm the user.
         with jvm_log_level(sc, "org.apache.spark.scheduler.TaskSetManager", "ERROR"):
-            return cls._cache_and_inspect(_normalized(sc.parallelize(chunks, n)), storage_level, checkpoint=True)
+            count_on_jvm(blocks)  # caches and checkpoints every partition without reading it back in Python
+        return cls(blocks, summaries)
 
     @classmethod
     def from_blocks(cls, rdd, storage_level=StorageLevel.MEMORY_AND_DISK) -> "DataBlocks":
@@ -191,25 +204,15 @@ class DataBlocks:
         return cls._cache_and_inspect(_normalized(rdd), storage_level)
 
     @classmethod
-    def _cache_and_inspect(cls, blocks, storage_level, checkpoint: bool = False) -> "DataBlocks":
+    def _cache_and_inspect(cls, blocks, storage_level) -> "DataBlocks":
         blocks = blocks.persist(storage_level)
-        if checkpoint:
-            _checkpoint_driver_data(blocks)
         summaries = blocks.mapPartitionsWithIndex(
             lambda p, it: [_summarize(p, _only(it))]).collect()
-        problems = [s.problem for s in summaries if s.problem]
-        shapes = {s.feature_shape for s in summaries if s.count}
-        if not problems and len(shapes) > 1:
-            by_shape = {}
-            for s in summaries:
-                if s.count:
-                    by_shape.setdefault(s.feature_shape, s.partition)
-            problems.append("feature shapes differ between partitions: " +
-                            ", ".join(f"partition {p} has {sh}" for sh, p in by_shape.items()))
-        if problems:
+        try:
+            _raise_problems(summaries)
+        except ValueError:
             blocks.unpersist()
-            raise ValueError("invalid training data: " + problems[0] +
-                             (f" (and {len(problems) - 1} more partitions with problems)" if len(problems) > 1 else ""))
+            raise
         return cls(blocks, summaries)
 
     def check_labels(self, num_classes: int | None) -> None:
@@ -236,6 +239,22 @@ class DataBlocks:
 
     def unpersist(self) -> None:
         self.rdd.unpersist()
+
+
+def _raise_problems(summaries: list[PartitionSummary]) -> None:
+    """ValueError naming the first partition (and row) with a problem, or differing feature shapes."""
+    problems = [s.problem for s in summaries if s.problem]
+    shapes = {s.feature_shape for s in summaries if s.count}
+    if not problems and len(shapes) > 1:
+        by_shape = {}
+        for s in summaries:
+            if s.count:
+                by_shape.setdefault(s.feature_shape, s.partition)
+        problems.append("feature shapes differ between partitions: " +
+                        ", ".join(f"partition {p} has {sh}" for sh, p in by_shape.items()))
+    if problems:
+        raise ValueError("invalid training data: " + problems[0] +
+                         (f" (and {len(problems) - 1} more partitions with problems)" if len(problems) > 1 else ""))
 
 
 def _checkpoint_driver_data(rdd) -> None:

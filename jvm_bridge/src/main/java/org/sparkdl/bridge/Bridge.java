@@ -95,7 +95,7 @@ public final class Bridge {
         java.nio.ByteBuffer in = Frames.wrap(halves);
         float[] out = new float[halves.length / 2];
         for (int i = 0; i < out.length; i++) {
-            out[i] = Frames.halfToFloat(in.getShort(2 * i) & 0xffff);
+            out[i] = Frames.widen(in.getShort(2 * i));
         }
         return Frames.bytes(out);
     }
