@@ -18,5 +18,9 @@ def test_training_session_on_a_local_master_runs_its_jvm_with_c1_only(monkeypatc
 
 def test_no_jvm_option_when_spark_submit_started_the_jvm(monkeypatch):
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")
-    monkeypatch.setattr("sparkdl.jvm.submitted_conf", lambda key: None)
+    submitted = {"spark.master": "local[4]"}
+    monkeypatch.setattr("sparkdl.jvm.submitted_conf", submitted.get)
     assert JIT not in _settings(None, None, True)
+    assert "spark.executorEnv.NUMBA_CACHE_DIR" not in _settings(None, None, True)
+    submitted["spark.master"] = "yarn"  # spark-submit's master, not a local default: executors get a numba cache
+    assert _settings(None, None, False)["spark.executorEnv.NUMBA_CACHE_DIR"].endswith("sparkdl/numba")

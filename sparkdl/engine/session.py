@@ -66,6 +66,9 @@ def _settings(master: str | None, conf: dict | None, training: bool) -> dict:
     """The configuration of a new session (see :func:`get_or_create_session`)."""
     settings = dict(RECOMMENDED_CONF)
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # the JVM already runs: JVM options cannot apply
+    if master is None and submitted:
+        from sparkdl.jvm import submitted_conf
+        master = submitted_conf("spark.master")  # spark-submit's --master (YARN, k8s, standalone or local)
     local = (master or "local").startswith("local")
     if training and local and not submitted:
         settings.update(LOCAL_TRAINING_CONF)
