@@ -9,5 +9,5 @@ from sparkdl.engine.triggers import (EveryEpoch, MaxEpoch, MaxIteration, MaxScor
                                      TrainingState, Trigger)
 
 __all__ = ["DataBlocks", "DistributedTrainer", "TrainingDivergedError", "TrainSummary", "predict", "evaluate",
-           "get_or_create_session", "RECOMMENDED_CONF", "LOCAL_TRAINING_CONF", "Trigger", "TrainingState", "MaxEpoch", "MaxIteration",
-           "MinLoss", "MaxScore", "EveryEpoch", "SeveralIteration"]
+           "get_or_create_session", "RECOMMENDED_CONF", "LOCAL_TRAINING_CONF", "Trigger", "TrainingState", "MaxEpoch",
+           "MaxIteration", "MinLoss", "MaxScore", "EveryEpoch", "SeveralIteration"]
