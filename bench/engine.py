@@ -203,7 +203,13 @@ def long_run(sc, iterations):
     x = rng.standard_normal((4096, 10)).astype(np.float32)
     y = rng.integers(0, 2, 4096)
     jvm_pid = sc._jvm.java.lang.ProcessHandle.current().pid()
+    runtime = sc._jvm.java.lang.Runtime.getRuntime()
     rss = []
+
+    def live_heap_mb():
+        """The JVM heap in use after a full collection (RSS alone also counts the heap's lazy growth)."""
+        sc._jvm.java.lang.System.gc()
+        return (runtime.totalMemory() - runtime.freeMemory()) / 2 ** 20
 
     def hook(trainer):
         record = trainer._record
@@ -211,7 +217,7 @@ def long_run(sc, iterations):
         def spy(*a):
             record(*a)
             if trainer.state.iteration in (100, iterations):
-                rss.append((rss_mb(os.getpid()), rss_mb(jvm_pid)))
+                rss.append((rss_mb(os.getpid()), rss_mb(jvm_pid), live_heap_mb()))
         trainer._record = spy
     _, summary, _ = sparkdl_iteration_ms(sc, nn.Sequential(nn.Linear(10, 2)), x, y, 64, iterations,
                                          trainer_hook=hook)
@@ -219,7 +225,8 @@ def long_run(sc, iterations):
     return {"iterations": iterations, "first100_ms": round(float(np.median(secs[:100])), 1),
             "last100_ms": round(float(np.median(secs[-100:])), 1),
             "python_rss_mb_at_100": round(rss[0][0]), "python_rss_mb_at_end": round(rss[1][0]),
-            "jvm_rss_mb_at_100": round(rss[0][1]), "jvm_rss_mb_at_end": round(rss[1][1])}
+            "jvm_rss_mb_at_100": round(rss[0][1]), "jvm_rss_mb_at_end": round(rss[1][1]),
+            "jvm_live_heap_mb_at_100": round(rss[0][2]), "jvm_live_heap_mb_at_end": round(rss[1][2])}
 
 
 def gloo_allreduce_ms(p, repeats):
