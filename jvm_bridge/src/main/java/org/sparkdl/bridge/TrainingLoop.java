@@ -312,7 +312,7 @@ public final class TrainingLoop {
     private Attempt reduceOnDriver(JavaRDD<byte[]> gradients, UpdateProgram prog) {
         Attempt a = new Attempt();
         long start = System.nanoTime();
-        List<byte[]> frames = gradients.collect();
+        List<byte[]> frames = Jobs.collect(jsc, gradients);
         long collected = System.nanoTime();
         a.jobNanos = collected - start;
         List<Tuple2<Integer, byte[]>> keyed = new ArrayList<>(frames.size());
