@@ -83,16 +83,14 @@ final class Frames {
             throw new IllegalArgumentException("sparkdl bridge: gradient record of block " + block(f) + " from partition "
                     + partition(f) + " has " + n + " values, expected " + acc.length);
         }
-        ByteBuffer payload = wrap(f).position(HEADER).slice().order(ByteOrder.LITTLE_ENDIAN);
         if (kind(f) == GRAD16) {  // bulk copies, then plain loops: far cheaper than per-element ByteBuffer reads
             short[] h = new short[n];
-            payload.asShortBuffer().get(h);
+            wrap(f).position(HEADER).slice().order(ByteOrder.LITTLE_ENDIAN).asShortBuffer().get(h);
             for (int i = 0; i < n; i++) {
                 acc[i] += widen(h[i]);
             }
         } else {
-            float[] v = new float[n];
-            payload.asFloatBuffer().get(v);
+            float[] v = floats(f, HEADER, n);
             for (int i = 0; i < n; i++) {
                 acc[i] += v[i];
             }
