@@ -193,7 +193,8 @@ def _raw_python_rdd(java_rdd, sc, func):
 
 class TrainingLoop:
     """Python handle of the bridge's ``org.sparkdl.bridge.TrainingLoop`` (see
-    :mod:`sparkdl.engine.jvm_reduce`): every method is one py4j call with bytes in and out."""
+    :mod:`sparkdl.engine.jvm_reduce`): every method is one py4j call with bytes in and out (the weights and
+    states, the large ones, come back through a temporary file)."""
 
     def __init__(self, data_rdd, bounds, sizes, groups: int, driver_reduce: bool):
         sc = data_rdd.context
