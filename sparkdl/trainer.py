@@ -65,7 +65,7 @@ def gradient_sum(model, loss_sum, xb, yb, rng, grad_out):
     y, cache = model.forward(xb, training=True, rng=rng)
     value, lcache = loss_sum.forward(y, yb)
     grad_y = loss_sum.backward(lcache, 1.0)
-    model.backward(cache, grad_y, grad_out)
+    model.backward_parameters(cache, grad_y, grad_out)  # the batch is data: no input gradient
     return float(value), float(loss_sum.normalizer(yb))
 
 

@@ -179,3 +179,25 @@ def test_adding_a_child_repacks_the_root():
     assert model.num_parameters() == 3 * 3 + 3 + 2 * 3 and model.flat_buffers.size == 7
     with pytest.raises(ValueError, match="name '1' is already registered"):
         model.add_module("1", nn.ReLU())
+
+
+def test_sequential_backward_parameters_skips_the_data_input_gradient(monkeypatch):
+    """Leading layers without parameters get no backward at all, the first layer with parameters no input
+    gradient; every parameter gradient is bitwise that of backward (LeNet-5: Conv2d first; MLP: Flatten first)."""
+    from sparkdl.models import lenet5, mlp
+    for model, shape in ((lenet5(), (8, 1, 28, 28)), (mlp(), (8, 1, 28, 28))):
+        model.initialize(0)
+        x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+        y, cache = model.forward(x, training=True)
+        gy = np.random.default_rng(2).standard_normal(y.shape).astype(np.float32)
+        full = np.full(model.num_parameters(), np.nan, np.float32)
+        model.backward(cache, gy, full)
+        calls = []
+        first = model[0] if model[0].num_parameters() else model[1]
+        for m in model:
+            monkeypatch.setattr(m, "backward", lambda *a, _m=m, _f=m.backward: calls.append(_m) or _f(*a))
+        only = np.full(model.num_parameters(), np.nan, np.float32)
+        model.backward_parameters(cache, gy, only)
+        np.testing.assert_array_equal(only, full)
+        assert first not in calls and model[0] not in calls
+        assert len(calls) == len(model) - (2 if first is model[1] else 1)

@@ -201,6 +201,34 @@ def test_maxpool_ties_and_nan_follow_pytorch():
     assert gx[0, 0, 0, 0] == gy[0, 0, 0, 0] and gx[0, 0, 1, 1] == gy[0, 0, 1, 1]  # first max wins on ties
 
 
+@pytest.mark.parametrize("hw", [(4, 4), (5, 7)])  # odd sizes: a last row/column in no window
+def test_maxpool2x2_recomputed_winners_follow_pytorch_and_the_index_kernel(hw):
+    """The 2x2 path keeps no indices: backward must route exactly as saved argmax indices do."""
+    from sparkdl.kernels import pool as K
+    rng = np.random.default_rng(0)
+    x = rng.integers(-2, 3, (3, 4) + hw).astype(np.float32)  # many ties, zeros of both signs
+    x[x == 0] = rng.choice([0.0, -0.0], size=int((x == 0).sum()))
+    x[0, 0, 0, 1] = np.nan                          # one NaN in a window
+    x[0, 1, 0, 0] = x[0, 1, 1, 1] = np.nan          # two NaNs: the last one wins (as PyTorch)
+    x[1, 2, :2, :2] = np.nan                        # a window of NaNs
+    m = nn.MaxPool2d(2)
+    y, cache = m.forward(x, training=True)
+    assert isinstance(cache[0], tuple)  # the recompute path, not saved indices
+    gy = rng.standard_normal(y.shape).astype(np.float32)
+    gx = m.backward(cache, gy, np.zeros(0, np.float32))
+    xt = torch.from_numpy(x).requires_grad_(True)
+    yt = torch.nn.MaxPool2d(2)(xt)
+    yt.backward(torch.from_numpy(gy))
+    np.testing.assert_array_equal(y, yt.detach().numpy())
+    np.testing.assert_array_equal(gx, xt.grad.numpy())
+    planes = x.reshape(-1, *hw)
+    y_idx, idx = K.max_pool2d_forward(planes, 2, 2, 2, 2, 0, 0, *y.shape[2:])
+    np.testing.assert_array_equal(y.reshape(y_idx.shape), y_idx)
+    expect = K.max_pool2d_backward(gy.reshape(idx.shape), idx, *hw, 2, 2, 2, 2, 0, 0).reshape(x.shape)
+    np.testing.assert_array_equal(gx, expect)
+    assert (np.signbit(gx) == np.signbit(expect)).all()
+
+
 def test_adaptive_global_equals_mean_and_pool_configs():
     x = np.random.default_rng(0).standard_normal((3, 4, 7, 5)).astype(np.float32)
     y, _ = nn.AdaptiveAvgPool2d(1).forward(x)

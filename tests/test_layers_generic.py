@@ -99,3 +99,20 @@ def test_config_and_persistence_round_trip(case, tmp_path):
     y2 = loaded.forward(x, training=case.training, rng=np.random.default_rng(0))[0]
     np.testing.assert_array_equal(y1, y2)
 
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.make().num_parameters()],
+                         ids=[c.id for c in CASES if c.make().num_parameters()])
+def test_backward_parameters_equals_backward(case):
+    """The parameters-only backward (first layers, whose input is data) writes bitwise the same gradients."""
+    layer = case.make()
+    layer.initialize(5)
+    x = _input(case, np.float32, seed=6)
+    y, cache = layer.forward(x, training=case.training, rng=np.random.default_rng(0))
+    gy = np.random.default_rng(7).standard_normal(y.shape).astype(np.float32)
+    full = np.full(layer.num_parameters(), np.nan, np.float32)
+    layer.backward(cache, gy, full)
+    only = np.full(layer.num_parameters(), np.nan, np.float32)
+    assert layer.backward_parameters(cache, gy, only) is None
+    np.testing.assert_array_equal(only, full)
+    assert np.isfinite(only).all()

@@ -50,6 +50,19 @@ class Sequential(Module):
             g = m.backward(c, g, self.child_grad(grad_params, name))
         return g
 
+    def backward_parameters(self, cache, grad_y, grad_params):
+        """Leading children without parameters get no backward pass at all, the first child with parameters
+        no input gradient (:meth:`Module.backward_parameters`)."""
+        items = list(self._modules.items())
+        first = next((i for i, (_, m) in enumerate(items) if m.num_parameters()), len(items))
+        g = grad_y
+        for i in range(len(items) - 1, first, -1):
+            name, m = items[i]
+            g = m.backward(cache[i], g, self.child_grad(grad_params, name))
+        if first < len(items):
+            name, m = items[first]
+            m.backward_parameters(cache[first], g, self.child_grad(grad_params, name))
+
 
 class Residual(Module):
     """``y = f(x) + shortcut(x)``; ``shortcut`` defaults to the identity.

@@ -286,14 +286,20 @@ class Conv2d(Module):
         return im2col_forward(x, self.weight, bias, self.geometry(), ho, wo), x
 
     def backward(self, cache, grad_y, grad_params):
+        return self._backward(cache, grad_y, grad_params, input_grad=True)
+
+    def backward_parameters(self, cache, grad_y, grad_params):
+        self._backward(cache, grad_y, grad_params, input_grad=False)
+
+    def _backward(self, cache, grad_y, grad_params, input_grad):
         x = cache
         grad_y = np.ascontiguousarray(grad_y, dtype=self.dtype)
         views = self.grad_views(grad_params)
         if self.use_bias:
             K.channel_sum(grad_y, views["bias"])
         if self.uses_winograd():
-            return _winograd_backward(x, self.weight, grad_y, self.padding, views["weight"])
-        return im2col_backward(x, self.weight, grad_y, self.geometry(), views["weight"])
+            return _winograd_backward(x, self.weight, grad_y, self.padding, views["weight"], input_grad)
+        return im2col_backward(x, self.weight, grad_y, self.geometry(), views["weight"], input_grad)
 
     def get_config(self):
         return {"in_channels": self.in_channels, "out_channels": self.out_channels,
@@ -332,8 +338,9 @@ def _winograd_forward(x, weight, bias, padding, ho, wo):
     return y
 
 
-def _winograd_backward(x, weight, grad_y, padding, grad_w):
-    """Exact adjoint of :func:`_winograd_forward`: ``dU = sum GY V^T`` and ``dV = U^T GY``; returns grad_x."""
+def _winograd_backward(x, weight, grad_y, padding, grad_w, input_grad=True):
+    """Exact adjoint of :func:`_winograd_forward`: ``dU = sum GY V^T`` and ``dV = U^T GY``; returns grad_x
+    (None without ``input_grad``)."""
     n, c = x.shape[:2]
     co = weight.shape[0]
     ph, pw = padding
@@ -343,7 +350,7 @@ def _winograd_backward(x, weight, grad_y, padding, grad_w):
     u = np.tensordot(np.tensordot(g, weight, axes=(1, 2)), g, axes=(3, 1))
     ut = np.ascontiguousarray(u.transpose(0, 3, 2, 1)).reshape(16, c, co)  # U[xi]^T
     gu, tmp = np.zeros((16, co, c), x.dtype), np.empty((16, co, c), x.dtype)
-    grad_x = np.empty_like(x)
+    grad_x = np.empty_like(x) if input_grad else None
     vbuf = np.empty(c * 16 * nb * tiles, x.dtype)
     gbuf = np.empty(co * 16 * nb * tiles, x.dtype)
     for n0 in range(0, n, nb):
@@ -353,8 +360,9 @@ def _winograd_backward(x, weight, grad_y, padding, grad_w):
         K.winograd_grad_output(grad_y, n0, th, tw, gyt)
         np.matmul(gyt.transpose(1, 0, 2), v.transpose(1, 2, 0), out=tmp)
         gu += tmp
-        np.matmul(ut, gyt.transpose(1, 0, 2), out=v.transpose(1, 0, 2))  # dV, in place of V
-        K.winograd_input_adjoint(v, n0, ph, pw, th, tw, grad_x)
+        if input_grad:
+            np.matmul(ut, gyt.transpose(1, 0, 2), out=v.transpose(1, 0, 2))  # dV, in place of V
+            K.winograd_input_adjoint(v, n0, ph, pw, th, tw, grad_x)
     gw = np.tensordot(np.tensordot(g, gu.reshape(4, 4, co, c), axes=(0, 0)), g, axes=(1, 0))  # (3, Co, C, 3)
     grad_w[...] = gw.transpose(1, 2, 0, 3)
     return grad_x

@@ -63,12 +63,15 @@ class Linear(Module):
         return y, x
 
     def backward(self, cache, grad_y, grad_params):
+        self.backward_parameters(cache, grad_y, grad_params)
+        return grad_y @ self.weight
+
+    def backward_parameters(self, cache, grad_y, grad_params):
         x = cache
         g = self.grad_views(grad_params)
         np.matmul(grad_y.T, x, out=g["weight"])
         if self.use_bias:
             np.sum(grad_y, axis=0, out=g["bias"])
-        return grad_y @ self.weight
 
     def get_config(self):
         return {"in_features": self.in_features, "out_features": self.out_features, "bias": self.use_bias}

@@ -287,6 +287,16 @@ class Module:
         """Write parameter gradients into ``grad_params`` and return ``grad_x``. Subclasses implement this."""
         raise NotImplementedError
 
+    def backward_parameters(self, cache, grad_y: np.ndarray, grad_params: np.ndarray) -> None:
+        """Write parameter gradients into ``grad_params`` without computing ``grad_x``.
+
+        For a module whose input is data, not the output of a layer being trained (the first layer of a
+        network, as PyTorch skips the gradient of an input without ``requires_grad``). The gradients written
+        are bitwise those of :meth:`backward`. This default calls :meth:`backward` and drops ``grad_x``;
+        layers whose input gradient costs real work (Linear, Conv2d, containers) skip it.
+        """
+        self.backward(cache, grad_y, grad_params)
+
     def __call__(self, x: np.ndarray, *, training: bool = False, rng: np.random.Generator | None = None) -> np.ndarray:
         """Forward pass only (the cache is discarded)."""
         return self.forward(x, training=training, rng=rng)[0]

@@ -89,22 +89,32 @@ class MaxPool2d(_WindowPool2d):
 
     Notes
     -----
-    Ties go to the first maximum in row-major window order and NaN propagates, as in PyTorch. Backward
-    routes each output gradient to the argmax saved by forward (int32 indices in the cache).
-    Reference: ``torch.nn.MaxPool2d``.
+    Ties go to the first maximum in row-major window order and NaN propagates, as in PyTorch. For disjoint
+    2x2 windows with stride 2 (the common case) the forward pass computes the maxima alone and keeps its input
+    and output in the cache; backward recomputes each window's winner from them (this keeps the forward pass
+    vectorised, and the input is usually held by the preceding ReLU anyway). Other windows save int32 argmax
+    indices. Reference: ``torch.nn.MaxPool2d``.
     """
 
     def forward(self, x, *, training=False, rng=None):
         planes, ho, wo = self._geometry(x)
         (kh, kw), (sh, sw), (ph, pw) = self.kernel_size, self.stride, self.padding
+        shape = (x.shape[0], x.shape[1], ho, wo)
+        if K.is_pool2x2(x.shape[2], x.shape[3], kh, kw, sh, sw, ph, pw, ho, wo):
+            y = K.max_pool2x2_forward(planes, ho, wo)
+            return y.reshape(shape), ((planes, y), x.shape)
         y, idx = K.max_pool2d_forward(planes, kh, kw, sh, sw, ph, pw, ho, wo)
-        return y.reshape(x.shape[0], x.shape[1], ho, wo), (idx, x.shape)
+        return y.reshape(shape), (idx, x.shape)
 
     def backward(self, cache, grad_y, grad_params):
-        idx, shape = cache
+        saved, shape = cache
+        if isinstance(saved, tuple):  # the 2x2 path: winners recomputed from (input planes, output)
+            planes, y = saved
+            gy = np.ascontiguousarray(grad_y).reshape(y.shape)
+            return K.max_pool2x2_backward(gy, planes, y).reshape(shape)
         (kh, kw), (sh, sw), (ph, pw) = self.kernel_size, self.stride, self.padding
-        gy = np.ascontiguousarray(grad_y).reshape(idx.shape)
-        return K.max_pool2d_backward(gy, idx, shape[2], shape[3], kh, kw, sh, sw, ph, pw).reshape(shape)
+        gy = np.ascontiguousarray(grad_y).reshape(saved.shape)
+        return K.max_pool2d_backward(gy, saved, shape[2], shape[3], kh, kw, sh, sw, ph, pw).reshape(shape)
 
 
 class AvgPool2d(_WindowPool2d):
