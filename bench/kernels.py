@@ -1,5 +1,7 @@
 """Kernel benchmark: one full training step (forward, softmax cross-entropy gradient, backward) in sparkdl
-and in PyTorch, same model, weights, batch and thread count, measured in the same process.
+and in PyTorch, same model, weights, batch and thread count, measured in the same process. Neither library
+computes the gradient of the input batch (torch: no ``requires_grad``; sparkdl: ``backward_parameters``, as the
+engine's tasks do).
 
 Models: MLP 784-512-256-10 (batch 128), LeNet-5 on 1x28x28 (batch 128), a small VGG-style CNN on 3x32x32
 (batch 64), a Transformer encoder layer (d_model 128, 4 heads, feed-forward 2048, dropout 0.1, post-norm;
@@ -131,7 +133,7 @@ def build(name):
     def step():
         logits, cache = model.forward(x, training=True, rng=rng)
         _, g = loss_fn(logits, y)
-        model.backward(cache, g.astype(np.float32, copy=False), grad)
+        model.backward_parameters(cache, g.astype(np.float32, copy=False), grad)  # as the engine: x is data
 
     def tstep():
         tmodel.zero_grad(set_to_none=False)

@@ -1,6 +1,9 @@
 """The configuration get_or_create_session gives a new session (no JVM is started here)."""
+import os
+import sys
+
 from sparkdl.engine import LOCAL_TRAINING_CONF, RECOMMENDED_CONF
-from sparkdl.engine.session import _settings
+from sparkdl.engine.session import _default_worker_python, _settings
 
 JIT = "spark.driver.extraJavaOptions"
 
@@ -24,3 +27,26 @@ def test_no_jvm_option_when_spark_submit_started_the_jvm(monkeypatch):
     assert "spark.executorEnv.NUMBA_CACHE_DIR" not in _settings(None, None, True)
     submitted["spark.master"] = "yarn"  # spark-submit's master, not a local default: executors get a numba cache
     assert _settings(None, None, False)["spark.executorEnv.NUMBA_CACHE_DIR"].endswith("sparkdl/numba")
+
+
+def test_training_jit_option_is_appended_to_a_spark_defaults_value(monkeypatch, tmp_path):
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    (tmp_path / "spark-defaults.conf").write_text("# site settings\nspark.driver.extraJavaOptions   -Dsite=1 -Xss8m\n"
+                                                  "spark.executor.memory 2g\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert _settings("local[2]", None, True)[JIT] == "-Dsite=1 -Xss8m -XX:TieredStopAtLevel=1"
+    assert JIT not in _settings("local[2]", None, False)  # nothing added: the file's value applies untouched
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "missing"))
+    assert _settings("local[2]", None, True)[JIT] == "-XX:TieredStopAtLevel=1"
+
+
+def test_local_workers_default_to_this_interpreter(monkeypatch):
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    _default_worker_python("spark://host:7077")  # remote workers: their own interpreters
+    assert "PYSPARK_PYTHON" not in os.environ
+    _default_worker_python("local[2]")
+    assert os.environ["PYSPARK_PYTHON"] == sys.executable
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/py/bin/python")  # the caller's choice stays
+    _default_worker_python(None)
+    assert os.environ["PYSPARK_PYTHON"] == "/opt/py/bin/python"

@@ -5,6 +5,7 @@ with their own session should set the same keys (see :data:`RECOMMENDED_CONF` an
 from __future__ import annotations
 
 import os
+import sys
 
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
@@ -62,6 +63,23 @@ def _with_bridge_jar(jars: str | None) -> str | None:
     return ",".join(items) or None
 
 
+def _defaults_file() -> dict:
+    """``spark-defaults.conf`` of ``$SPARK_CONF_DIR`` (else ``$SPARK_HOME/conf``) as a dict; empty if none.
+
+    Settings given to the builder replace the file's values, so a key sparkdl adds to must be merged by hand."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(os.environ.get("SPARK_HOME", ""), "conf")
+    out = {}
+    try:
+        with open(os.path.join(conf_dir, "spark-defaults.conf"), encoding="utf-8") as f:
+            for line in f:
+                parts = line.strip().split(None, 1)
+                if len(parts) == 2 and not parts[0].startswith("#"):
+                    out[parts[0]] = parts[1].strip()
+    except OSError:
+        pass
+    return out
+
+
 def _settings(master: str | None, conf: dict | None, training: bool) -> dict:
     """The configuration of a new session (see :func:`get_or_create_session`)."""
     settings = dict(RECOMMENDED_CONF)
@@ -71,7 +89,8 @@ def _settings(master: str | None, conf: dict | None, training: bool) -> dict:
         master = submitted_conf("spark.master")  # spark-submit's --master (YARN, k8s, standalone or local)
     local = (master or "local").startswith("local")
     if training and local and not submitted:
-        settings.update(LOCAL_TRAINING_CONF)
+        for key, value in LOCAL_TRAINING_CONF.items():  # appended to a spark-defaults.conf value, not replacing it
+            settings[key] = " ".join(v for v in (_defaults_file().get(key), value) if v)
     if not local:
         # Remote executors may not be able to write next to an installed package: give numba a
         # writable cache. (Local executors share the driver's cache, so kernels compile once.)
@@ -85,6 +104,14 @@ def _settings(master: str | None, conf: dict | None, training: bool) -> dict:
         if submitted_conf("spark.log.level") is not None:  # spark-submit's --conf spark.log.level wins
             del settings["spark.log.level"]
     return settings
+
+
+def _default_worker_python(master: str | None) -> None:
+    """On a local master that this process starts, Python workers run this interpreter (with its packages,
+    e.g. a virtual environment's numba), not the first ``python3`` on the PATH — unless ``PYSPARK_PYTHON``
+    already names one."""
+    if (master or "local").startswith("local") and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", conf: dict | None = None,
@@ -102,7 +129,13 @@ def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", 
         ``spark.jars`` (to this one, or to one set in ``spark-defaults.conf``/by ``spark-submit``).
     training : bool
         The session will only train (no DataFrame transforms or SQL): on a local master, a new session also
-        gets :data:`LOCAL_TRAINING_CONF` (its JVM is started here, so the JIT setting applies; ``conf`` wins).
+        gets :data:`LOCAL_TRAINING_CONF` (its JVM is started here, so the JIT setting applies; ``conf`` wins;
+        a ``spark-defaults.conf`` value of the same key is kept in front of it).
+
+    Notes
+    -----
+    A new session on a local master sets ``PYSPARK_PYTHON`` to this interpreter when it is unset, so the
+    workers import the same packages as the driver (a virtual environment need not be activated).
     """
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -111,6 +144,7 @@ def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", 
     if master is not None or "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit
         builder = builder.master(master or "local[*]")
     settings = _settings(master, conf, training)
+    _default_worker_python(master)
     for k, v in settings.items():
         builder = builder.config(k, v)
     return builder.getOrCreate()
