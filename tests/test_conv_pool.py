@@ -236,3 +236,31 @@ def test_adaptive_global_equals_mean_and_pool_configs():
     for m in (nn.MaxPool2d(3, 2, 1, ceil_mode=True), nn.AvgPool2d((3, 2), None, (1, 0), False, False),
               nn.AdaptiveAvgPool2d((None, 3))):
         assert type(m).from_config(m.get_config()).get_config() == m.get_config()
+
+
+@pytest.mark.parametrize("args, hw", [
+    (dict(in_channels=1, out_channels=6, kernel_size=5, padding=2), (28, 28)),  # LeNet-5's first layer
+    (dict(in_channels=3, out_channels=8, kernel_size=(3, 2), padding=(0, 1), dilation=(2, 1)), (9, 7)),
+    (dict(in_channels=2, out_channels=1, kernel_size=1, bias=False), (4, 5)),
+    (dict(in_channels=5, out_channels=4, kernel_size=(2, 3), padding=(1, 0)), (3, 3)),  # 30 taps: 7 groups of 4 + 2
+])
+def test_direct_forward_equals_im2col_and_pytorch(monkeypatch, args, hw):
+    m = nn.Conv2d(**args)
+    assert m.uses_direct()
+    m.initialize(3)
+    x = np.random.default_rng(4).standard_normal((3, args["in_channels"]) + hw)
+    m.astype(np.float64)
+    y = m(x)
+    monkeypatch.setattr(conv_module, "_DIRECT_MAX_OUT_CHANNELS", 0)
+    assert not m.uses_direct()
+    np.testing.assert_allclose(y, m(x), rtol=1e-12, atol=1e-12)  # the same sums in another order
+    tm = torch.nn.Conv2d(**args).double()
+    tm.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in m.state_dict().items()})
+    np.testing.assert_allclose(y, tm(torch.from_numpy(x)).detach().numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_direct_forward_is_used_where_it_measured_faster():
+    assert nn.Conv2d(1, 6, 5).uses_direct() and not nn.Conv2d(6, 16, 5).uses_direct()  # LeNet-5's two layers
+    assert not nn.Conv2d(3, 32, 3).uses_direct()  # more output channels: im2col's GEMM is faster
+    assert not nn.Conv2d(16, 16, 3).uses_direct() and nn.Conv2d(16, 16, 3).uses_winograd()
+    assert not nn.Conv2d(1, 6, 5, stride=2).uses_direct() and not nn.Conv2d(4, 4, 3, groups=2).uses_direct()

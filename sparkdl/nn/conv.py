@@ -25,6 +25,12 @@ _CHUNK_BYTES_PER_THREAD = 1 << 19
 #: Use the wide (stride-1) column layout while it wastes at most this fraction of GEMM columns.
 _MAX_WIDE_WASTE = 0.5
 
+#: The direct forward kernel is used up to this many output channels. Measured against im2col (1 thread, the
+#: two interleaved, medians of 11; im2col time / direct time): 1 -> 6 channels 5x5 (LeNet-5's first layer) 1.64,
+#: 1 -> 8 3x3 1.27, 3 -> 8 3x3 1.22; at 16 output channels im2col's GEMM, which reuses each column once per
+#: output channel, wins or ties (1 -> 16 0.96, 3 -> 16 0.95, 6 -> 16 5x5 0.72, 16 -> 16 5x5 0.79).
+_DIRECT_MAX_OUT_CHANNELS = 8
+
 #: Winograd needs at least this many input channels to beat im2col (measured; see :meth:`Conv2d.uses_winograd`).
 _WINOGRAD_MIN_CHANNELS = 8
 
@@ -186,8 +192,11 @@ class Conv2d(Module):
 
     Notes
     -----
-    Two algorithms, chosen per layer by :meth:`uses_winograd` (the result is the same convolution; they
-    agree to float rounding):
+    Three algorithms, chosen per layer by :meth:`uses_direct` and :meth:`uses_winograd` (the result is the
+    same convolution; they agree to float rounding):
+
+    * **direct** (forward only; stride 1, one group, few output channels such as a first layer): each output
+      channel accumulates shifted rows of the padded input, four taps per pass, with no column matrix.
 
     * **im2col + GEMM** (any configuration). Per chunk of samples: im2col (numba, parallel over
       sample-channel planes), one BLAS GEMM per group ``y = W @ cols``; backward ``grad_W^T = cols @
@@ -276,11 +285,21 @@ class Conv2d(Module):
         return (self.kernel_size == (3, 3) and self.stride == (1, 1) and self.dilation == (1, 1)
                 and self.groups == 1 and self.in_channels >= _WINOGRAD_MIN_CHANNELS)
 
+    def uses_direct(self) -> bool:
+        """Whether forward runs the direct kernel (:func:`sparkdl.kernels.conv.direct_forward`) instead of
+        im2col + GEMM: stride 1, one group, at most ``_DIRECT_MAX_OUT_CHANNELS`` output channels (and no
+        Winograd). Backward always uses im2col + GEMM (its input is the cached ``x`` either way)."""
+        return (self.stride == (1, 1) and self.groups == 1 and self.out_channels <= _DIRECT_MAX_OUT_CHANNELS
+                and not self.uses_winograd())
+
     # ------------------------------------------------------------------ compute
     def forward(self, x, *, training=False, rng=None):
         ho, wo = self._check(x)
         x = np.ascontiguousarray(x)
         bias = self.bias if self.use_bias else np.zeros(0, self.dtype)
+        if self.uses_direct():
+            (ph, pw), (dh, dw) = self.padding, self.dilation
+            return K.direct_forward(x, self.weight, bias, ph, pw, dh, dw, ho, wo), x
         if self.uses_winograd():
             return _winograd_forward(x, self.weight, bias, self.padding, ho, wo), x
         return im2col_forward(x, self.weight, bias, self.geometry(), ho, wo), x
