@@ -33,6 +33,11 @@ RECOMMENDED_CONF = {
     # the first three print (a value given to spark-submit with --conf spark.log.level=... is kept).
     "spark.log.level": "WARN",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Arrow batches of the default inferenceBatchSize: while a Python worker runs the forward pass of one batch,
+    # the JVM already writes the next and reads the last one back (with 10,000-row batches a partition was often
+    # one batch, and the two sides ran one after the other). transform on local[1], 20,000 rows: MLP 15.8k ->
+    # 20.3k rows/s, LeNet-5 10.9k -> 12.2k (bench/RESULTS.md).
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "1024",
     # In local mode the driver JVM is also the executor that caches the training data.
     "spark.driver.memory": "4g",
 }

@@ -396,7 +396,8 @@ class HasInferenceBatchSize(Params):
     inferenceBatchSize: "Param[int]" = Param(
         Params._dummy(),
         "inferenceBatchSize",
-        "rows per forward pass in transform (>= 1).",
+        "rows per forward pass in transform (>= 1); at most spark.sql.execution.arrow.maxRecordsPerBatch "
+        "(1024 in sessions sparkdl creates), the rows of one Arrow batch.",
         typeConverter=_positive_int("inferenceBatchSize"),
     )
 

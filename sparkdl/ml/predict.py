@@ -4,7 +4,8 @@ Spark evaluates the UDF next to the rows it belongs to, so every input column is
 its own prediction whatever the partitioning or caching of the input, in batch and in streaming queries. Each
 Python worker deserializes the broadcast network once and keeps it across tasks and ``transform`` calls
 (:class:`sparkdl.engine.broadcast.CloudBroadcast`); the forward pass runs in float32 over whole Arrow batches
-(``spark.sql.execution.arrow.maxRecordsPerBatch`` rows, in chunks of ``inferenceBatchSize``). Vector and array
+(``spark.sql.execution.arrow.maxRecordsPerBatch`` rows, 1,024 in sessions sparkdl creates, in chunks of
+``inferenceBatchSize``; a forward pass never spans two Arrow batches). Vector and array
 features arrive packed as float32 bytes by the JVM bridge when it is loaded (:mod:`sparkdl.ml.packing`).
 """
 from typing import Iterator, Tuple
