@@ -241,6 +241,7 @@ def main(argv=None) -> int:
                   f"predict_batch_udf+torch {r['torch_predict_batch_udf_rows_per_s']:,.0f}; init "
                   f"{r['init_vector_s']:.2f} s", flush=True)
         runs.append(run)
+    os.makedirs(args.out_dir, exist_ok=True)
     plots = _plots(runs, args.out_dir)
     by = {run["master"]: run for run in runs}
     scaling = {}
