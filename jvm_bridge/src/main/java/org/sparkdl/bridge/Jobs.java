@@ -2,13 +2,15 @@ package org.sparkdl.bridge;
 
 import java.io.Serializable;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.List;
 
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.api.java.function.Function;
+import org.apache.spark.api.java.function.PairFunction;
 
+import scala.Tuple2;
 import scala.collection.Iterator;
 import scala.jdk.javaapi.CollectionConverters;
 import scala.reflect.ClassTag$;
@@ -19,56 +21,81 @@ import scala.runtime.BoxedUnit;
  * {@code rdd.collect()} for the per-iteration job, without Spark's ClosureCleaner cost. {@code collect()} passes
  * a Scala lambda to {@code runJob}, and the cleaner parses the bytecode of that lambda's enclosing class (RDD,
  * read from the spark-core jar with ASM) on every call: 5-10 ms per iteration with the C1 JIT (a JFR profile of the
- * driver). {@code runJob} with named function classes is left alone, and the result is the same.
+ * driver). {@code runJob} with named function classes is left alone, and the result is the same. The same holds
+ * for {@code map}/{@code mapToPair}: the per-iteration jobs pass them named classes ({@link KeyByBlock},
+ * {@link ResultOf}), not lambdas.
  */
 final class Jobs {
     private Jobs() {
     }
 
     /** Every record of {@code rdd}, in partition order then record order (as {@code collect()}). */
-    static List<byte[]> collect(JavaSparkContext jsc, JavaRDD<byte[]> rdd) {
+    @SuppressWarnings("unchecked")
+    static <T> List<T> collect(JavaSparkContext jsc, JavaRDD<T> rdd) {
         int n = rdd.getNumPartitions();
-        byte[][][] parts = new byte[n][][];
+        Object[][] parts = new Object[n][];
         List<Object> indices = new ArrayList<>(n);
         for (int i = 0; i < n; i++) {
             indices.add(i);
         }
-        jsc.sc().runJob(rdd.rdd(), new PartitionRecords(), CollectionConverters.asScala(indices).toSeq(),
-                new Store(parts), ClassTag$.MODULE$.apply(byte[][].class));
-        List<byte[]> out = new ArrayList<>();
-        for (byte[][] p : parts) {
-            Collections.addAll(out, p);
+        jsc.sc().runJob(rdd.rdd(), new PartitionRecords<T>(), CollectionConverters.asScala(indices).toSeq(),
+                new Store(parts), ClassTag$.MODULE$.apply(Object[].class));
+        List<T> out = new ArrayList<>();
+        for (Object[] p : parts) {
+            for (Object r : p) {
+                out.add((T) r);
+            }
         }
         return out;
     }
 
     /** In a task: the partition's records as an array. */
-    static final class PartitionRecords extends AbstractFunction2<TaskContext, Iterator<byte[]>, byte[][]>
+    static final class PartitionRecords<T> extends AbstractFunction2<TaskContext, Iterator<T>, Object[]>
             implements Serializable {
         private static final long serialVersionUID = 1L;
 
         @Override
-        public byte[][] apply(TaskContext context, Iterator<byte[]> records) {
-            List<byte[]> out = new ArrayList<>();
+        public Object[] apply(TaskContext context, Iterator<T> records) {
+            List<Object> out = new ArrayList<>();
             while (records.hasNext()) {
                 out.add(records.next());
             }
-            return out.toArray(new byte[0][]);
+            return out.toArray();
         }
     }
 
     /** On the driver: keeps each partition's result at its index. */
-    private static final class Store extends AbstractFunction2<Object, byte[][], BoxedUnit> {
-        private final byte[][][] parts;
+    private static final class Store extends AbstractFunction2<Object, Object[], BoxedUnit> {
+        private final Object[][] parts;
 
-        Store(byte[][][] parts) {
+        Store(Object[][] parts) {
             this.parts = parts;
         }
 
         @Override
-        public BoxedUnit apply(Object index, byte[][] records) {
+        public BoxedUnit apply(Object index, Object[] records) {
             parts[(Integer) index] = records;
             return BoxedUnit.UNIT;
+        }
+    }
+
+    /** A gradient record keyed by its AllReduce block (the reduce-in-tasks shuffle). */
+    static final class KeyByBlock implements PairFunction<byte[], Integer, byte[]> {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        public Tuple2<Integer, byte[]> call(byte[] frame) {
+            return new Tuple2<>(Frames.block(frame), frame);
+        }
+    }
+
+    /** What a reduce task's new shard state sends to the driver ({@link ShardState#result()}). */
+    static final class ResultOf implements Function<ShardState, ShardState> {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        public ShardState call(ShardState state) {
+            return state.result();
         }
     }
 }

@@ -329,14 +329,14 @@ public final class TrainingLoop {
 
     private Attempt reduceOnExecutors(JavaRDD<byte[]> gradients, UpdateProgram prog) {
         int k = numBlocks();
-        JavaPairRDD<Integer, byte[]> keyed = gradients.mapToPair(f -> new Tuple2<>(Frames.block(f), f))
+        JavaPairRDD<Integer, byte[]> keyed = gradients.mapToPair(new Jobs.KeyByBlock())
                 .partitionBy(new BlockPartitioner(k));
         Attempt a = new Attempt();
         a.next = keyed.zipPartitions(states, new BlockReducer(prog, current, bounds));
         a.next.persist(StorageLevel.MEMORY_AND_DISK());
         a.next.rdd().localCheckpoint();
         long start = System.nanoTime();
-        List<ShardState> collected = a.next.map(ShardState::result).collect();
+        List<ShardState> collected = Jobs.collect(jsc, a.next.map(new Jobs.ResultOf()));
         a.jobNanos = System.nanoTime() - start;
         a.results = new ShardState[k];
         for (ShardState s : collected) {
