@@ -1,7 +1,8 @@
 """Kernel benchmark: one full training step (forward, softmax cross-entropy gradient, backward) in sparkdl
-and in PyTorch, same model, weights, batch and thread count, measured in the same process. Neither library
-computes the gradient of the input batch (torch: no ``requires_grad``; sparkdl: ``backward_parameters``, as the
-engine's tasks do).
+and in PyTorch, same model, weights, batch and thread count, measured in the same process. sparkdl's step is
+an engine task's (:func:`sparkdl.parallel_step.task_gradient_sum`: at several threads the rows of a batch are
+split across threads where the model allows it); neither library computes the gradient
+of the input batch (torch: no ``requires_grad``).
 
 Models: MLP 784-512-256-10 (batch 128), LeNet-5 on 1x28x28 (batch 128), a small VGG-style CNN on 3x32x32
 (batch 64), a Transformer encoder layer (d_model 128, 4 heads, feed-forward 2048, dropout 0.1, post-norm;
@@ -120,20 +121,20 @@ def build(name):
     """(sparkdl step, torch step, max |logit difference| between the two at the start)."""
     import torch
     from sparkdl import nn
+    from sparkdl.parallel_step import task_gradient_sum
+    from sparkdl.trainer import sum_reduction
     model = nn.Sequential(*_layers("sparkdl", name)).initialize(0)
     tmodel = torch.nn.Sequential(*_layers("torch", name))
     tmodel.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in model.state_dict().items()})
     x, y = _data(name)
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     grad = model.zeros_like_parameters()
-    loss_fn, tloss = _sparkdl_loss()[0], torch.nn.CrossEntropyLoss()
+    loss_sum, tloss = sum_reduction(nn.CrossEntropyLoss()), torch.nn.CrossEntropyLoss()
 
     rng = np.random.default_rng(0)  # dropout masks
 
-    def step():
-        logits, cache = model.forward(x, training=True, rng=rng)
-        _, g = loss_fn(logits, y)
-        model.backward_parameters(cache, g.astype(np.float32, copy=False), grad)  # as the engine: x is data
+    def step():  # the engine task's step: forward, sum-reduced loss, backward without the input's gradient
+        task_gradient_sum(model, loss_sum, x, y, rng, grad)
 
     def tstep():
         tmodel.zero_grad(set_to_none=False)

@@ -305,3 +305,15 @@ def test_uneven_partitions_warn_naming_the_fix(spark):
         warnings.simplefilter("always")
         DistributedTrainer(_model(), nn.CrossEntropyLoss(), SGD(lr=0.1), **kw).fit(sc.parallelize(list(zip(x, y)), 2))
     assert not [w for w in caught if "uneven" in str(w.message)]
+
+
+def test_two_threads_per_task_split_rows_and_match_single_process(spark):
+    """threads_per_task=2: each task splits its rows across 2 threads (sparkdl.parallel_step); the trajectory
+    equals the single-process one to float rounding (bitwise is only promised at one thread per task)."""
+    x, y = _data(n=200)
+    ref = _model()
+    ref_losses = _reference(ref, nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), x, y, 100, 2, seed=5)
+    dist = _model()
+    summary, _ = _fit(spark, x, y, 2, dist, SGD(lr=0.1, momentum=0.9), batch_size=100, threads_per_task=2)
+    np.testing.assert_allclose(summary.loss, ref_losses, rtol=1e-5)
+    np.testing.assert_allclose(dist.flat_parameters, ref.flat_parameters, rtol=1e-5, atol=1e-6)

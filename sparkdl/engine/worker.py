@@ -1,13 +1,14 @@
 """Executor-side computation of one partition's share of an iteration — plain numpy, no Spark imports.
 
 The gradient itself is :func:`sparkdl.trainer.gradient_sum`, the function the single-process trainer
-uses, which is why the two agree.
+uses, which is why the two agree (bitwise with one thread per task; a task with several threads splits its
+rows across them, :mod:`sparkdl.parallel_step`, and agrees to float rounding).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from sparkdl.trainer import gradient_sum
+from sparkdl.parallel_step import task_gradient_sum
 
 __all__ = ["local_gradient", "dropout_rng"]
 
@@ -31,7 +32,7 @@ def local_gradient(model, loss_sum, x: np.ndarray, y: np.ndarray, rng: np.random
         The denominator ``reduction='mean'`` would divide by (``loss.normalizer(y)``).
     """
     grad = model.zeros_like_parameters()
-    loss_value, norm = gradient_sum(model, loss_sum, x, y, rng, grad)
+    loss_value, norm = task_gradient_sum(model, loss_sum, x, y, rng, grad)
     return grad, loss_value, norm
 
 

@@ -1,0 +1,87 @@
+"""Rows of a training step split across threads (sparkdl.parallel_step): which models, and the same gradients."""
+import numba
+import numpy as np
+import pytest
+
+from sparkdl import nn
+from sparkdl.config import get_num_threads, set_num_threads
+from sparkdl.models import lenet5, mlp
+from sparkdl.parallel_step import MIN_ROWS_PER_THREAD, rows_independent, split_gradient_sum, task_gradient_sum
+from sparkdl.trainer import gradient_sum, sum_reduction
+
+two_threads = pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs a numba pool of 2 threads")
+
+
+def test_only_models_with_independent_deterministic_rows_are_split():
+    assert rows_independent(lenet5()) and rows_independent(mlp()) and rows_independent(mlp(dropout=0.0))
+    assert not rows_independent(mlp(dropout=0.1))  # random draws: the split would change the masks
+    assert not rows_independent(nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4)))  # batch statistics
+    assert not rows_independent(nn.Sequential(nn.Flatten(0), nn.Linear(8, 2)))  # merges the batch axis
+    assert not rows_independent(nn.TransformerEncoderLayer(8, 2, dim_feedforward=16))  # not whitelisted
+
+
+@pytest.fixture
+def threads2():
+    previous = get_num_threads()
+    set_num_threads(2)
+    yield
+    set_num_threads(previous)
+
+
+def _batch(n=70):
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((n, 1, 28, 28)).astype(np.float32), rng.integers(0, 10, n)
+
+
+@two_threads
+def test_split_gradient_is_the_sum_of_the_parts_in_order(threads2):
+    model, loss = lenet5().initialize(0), sum_reduction(nn.CrossEntropyLoss())
+    x, y = _batch()
+    split = model.zeros_like_parameters()
+    value, count = task_gradient_sum(model, loss, x, y, None, split)  # 2 threads: rows 0-34 and 35-69
+    set_num_threads(1)
+    parts, total = [], 0.0
+    for lo, hi in ((0, 35), (35, 70)):
+        g = model.zeros_like_parameters()
+        total += gradient_sum(model, loss, x[lo:hi], y[lo:hi], None, g)[0]
+        parts.append(g)
+    np.testing.assert_array_equal(split, parts[0] + parts[1])  # bitwise: added in part order
+    assert value == total and count == 70.0
+    whole = model.zeros_like_parameters()
+    whole_value, _ = gradient_sum(model, loss, x, y, None, whole)
+    np.testing.assert_allclose(split, whole, rtol=2e-5, atol=2e-6)  # one batch: the same up to float rounding
+    assert abs(value - whole_value) < 1e-4 * abs(whole_value)
+
+
+@two_threads
+def test_split_step_is_reproducible_and_falls_back_for_small_or_coupled_batches(threads2, monkeypatch):
+    model, loss = mlp().initialize(1), sum_reduction(nn.CrossEntropyLoss())
+    x, y = _batch(64)
+    a, b = model.zeros_like_parameters(), model.zeros_like_parameters()
+    task_gradient_sum(model, loss, x, y, None, a)
+    task_gradient_sum(model, loss, x, y, None, b)
+    np.testing.assert_array_equal(a, b)
+    calls = []
+    monkeypatch.setattr("sparkdl.parallel_step.split_gradient_sum", lambda *args: calls.append(args) or 0.0)
+    small = 2 * MIN_ROWS_PER_THREAD - 1
+    task_gradient_sum(model, loss, x[:small], y[:small], None, a)
+    assert not calls  # too few rows per thread
+    task_gradient_sum(mlp(dropout=0.5).initialize(0), loss, x, y, np.random.default_rng(0),
+                      mlp(dropout=0.5).zeros_like_parameters())
+    assert not calls  # Dropout: rows draw from one generator
+    gradient_sum(model, loss, x, y, None, a)
+    assert not calls  # the single-process trainer's step is never split (bitwise the same at any thread count)
+    task_gradient_sum(model, loss, x, y, None, a)
+    assert len(calls) == 1
+
+
+def test_split_gradient_sum_writes_into_grad_out_with_one_thread_per_part():
+    model, loss = mlp().initialize(2), sum_reduction(nn.CrossEntropyLoss())
+    x, y = _batch(48)
+    out = np.full(model.num_parameters(), np.nan, np.float32)
+    value = split_gradient_sum(model, loss, x, y, out, 3)
+    parts = [model.zeros_like_parameters() for _ in range(3)]
+    expect = sum(gradient_sum(model, loss, x[lo:lo + 16], y[lo:lo + 16], None, g)[0]
+                 for lo, g in zip((0, 16, 32), parts))
+    np.testing.assert_array_equal(out, parts[0] + parts[1] + parts[2])
+    assert value == expect
