@@ -17,6 +17,7 @@ trainer to float tolerance rather than bitwise (with one thread, the default, bi
 """
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -37,8 +38,15 @@ _ROWWISE = (nn.Sequential, nn.Residual, nn.Concat, nn.Linear, nn.Conv2d, nn.Conv
             nn.MaxPool2d, nn.MaxPool1d, nn.AvgPool2d, nn.AvgPool1d, nn.AdaptiveAvgPool2d, nn.Identity,
             nn.LayerNorm, nn.GroupNorm, nn.Embedding)
 
-_pool = None
-_pool_lock = threading.Lock()
+_pools: dict = {}  # thread count -> ThreadPoolExecutor, kept across steps
+_pools_lock = threading.Lock()
+
+
+def _forget_pools_in_child():  # a forked child inherits the pools but none of their threads
+    _pools.clear()
+
+
+os.register_at_fork(after_in_child=_forget_pools_in_child)
 
 
 def rows_independent(model) -> bool:
@@ -58,11 +66,10 @@ def rows_independent(model) -> bool:
 
 
 def _executor(n: int) -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None or _pool._max_workers < n:
-            _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="sparkdl-step")
-        return _pool
+    with _pools_lock:
+        if n not in _pools:
+            _pools[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="sparkdl-step")
+        return _pools[n]
 
 
 def _part(model, loss_sum, xb, yb, grad):

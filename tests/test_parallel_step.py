@@ -85,3 +85,18 @@ def test_split_gradient_sum_writes_into_grad_out_with_one_thread_per_part():
                  for lo, g in zip((0, 16, 32), parts))
     np.testing.assert_array_equal(out, parts[0] + parts[1] + parts[2])
     assert value == expect
+
+
+def test_a_forked_child_gets_fresh_threads():
+    """pyspark forks its Python workers: a child must not wait on the parent's (absent) pool threads."""
+    import multiprocessing
+    model, loss = mlp().initialize(2), sum_reduction(nn.CrossEntropyLoss())
+    x, y = _batch(48)
+    out = model.zeros_like_parameters()
+    expect = split_gradient_sum(model, loss, x, y, out, 2)  # the parent's pool now exists
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=lambda: queue.put(split_gradient_sum(model, loss, x, y, out.copy(), 2)))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0 and queue.get(timeout=5) == expect
