@@ -18,6 +18,13 @@ def test_only_models_with_independent_deterministic_rows_are_split():
     assert not rows_independent(nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4)))  # batch statistics
     assert not rows_independent(nn.Sequential(nn.Flatten(0), nn.Linear(8, 2)))  # merges the batch axis
     assert not rows_independent(nn.TransformerEncoderLayer(8, 2, dim_feedforward=16))  # not whitelisted
+    assert not rows_independent(nn.Sequential(nn.Linear(8, 2), nn.Flatten(-2)))  # may reach the batch axis
+    assert rows_independent(mlp(), nn.CrossEntropyLoss(reduction="sum"))
+    assert rows_independent(mlp(), nn.loss.SampleWeightedLoss(nn.MSELoss(), target_shape=(10,)))
+
+    class InBatchLoss(nn.MSELoss):  # a user loss may couple the rows: never split
+        pass
+    assert not rows_independent(mlp(), InBatchLoss())
 
 
 @pytest.fixture
@@ -100,3 +107,26 @@ def test_a_forked_child_gets_fresh_threads():
     child.start()
     child.join(60)
     assert child.exitcode == 0 and queue.get(timeout=5) == expect
+
+
+@two_threads
+def test_an_error_in_a_part_names_the_row_of_the_whole_batch(threads2):
+    model, loss = mlp().initialize(0), sum_reduction(nn.CrossEntropyLoss())
+    x, y = _batch(64)
+    y[40] = 99  # a label out of range, in the second part (rows 32-63)
+    with pytest.raises(ValueError, match=r"40") as split:
+        task_gradient_sum(model, loss, x, y, None, model.zeros_like_parameters())
+    with pytest.raises(ValueError) as whole:
+        gradient_sum(model, loss, x, y, None, model.zeros_like_parameters())
+    assert str(split.value) == str(whole.value)
+
+
+@two_threads
+def test_no_split_when_the_threading_layer_serializes_parallel_kernels(threads2, monkeypatch):
+    calls = []
+    monkeypatch.setattr("sparkdl.parallel_step.split_gradient_sum", lambda *args: calls.append(args) or 0.0)
+    monkeypatch.setattr("sparkdl.parallel_step.serializes_parallel_kernels", lambda: True)
+    model, loss = mlp().initialize(0), sum_reduction(nn.CrossEntropyLoss())
+    x, y = _batch(64)
+    task_gradient_sum(model, loss, x, y, None, model.zeros_like_parameters())
+    assert not calls

@@ -40,13 +40,30 @@ def test_training_jit_option_is_appended_to_a_spark_defaults_value(monkeypatch, 
     assert _settings("local[2]", None, True)[JIT] == "-XX:TieredStopAtLevel=1"
 
 
-def test_local_workers_default_to_this_interpreter(monkeypatch):
+def test_local_workers_default_to_this_interpreter_while_the_session_starts(monkeypatch):
+    monkeypatch.setenv("PYSPARK_PYTHON", "recorded")  # so that monkeypatch restores the original state
+    monkeypatch.delenv("PYSPARK_PYTHON")
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
-    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
-    _default_worker_python("spark://host:7077")  # remote workers: their own interpreters
-    assert "PYSPARK_PYTHON" not in os.environ
-    _default_worker_python("local[2]")
-    assert os.environ["PYSPARK_PYTHON"] == sys.executable
+    with _default_worker_python("spark://host:7077"):  # remote workers: their own interpreters
+        assert "PYSPARK_PYTHON" not in os.environ
+    with _default_worker_python("local[2]"):
+        assert os.environ["PYSPARK_PYTHON"] == sys.executable
+    assert "PYSPARK_PYTHON" not in os.environ  # not left for a later session on a cluster
     monkeypatch.setenv("PYSPARK_PYTHON", "/opt/py/bin/python")  # the caller's choice stays
-    _default_worker_python(None)
+    with _default_worker_python(None):
+        assert os.environ["PYSPARK_PYTHON"] == "/opt/py/bin/python"
     assert os.environ["PYSPARK_PYTHON"] == "/opt/py/bin/python"
+
+
+def test_spark_defaults_file_syntax_and_location(monkeypatch, tmp_path):
+    from sparkdl.engine.session import _defaults_file
+    (tmp_path / "spark-defaults.conf").write_text(
+        "! comment\nspark.a=1\nspark.b : two words\nspark.c\t3\n\nspark.d\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert _defaults_file() == {"spark.a": "1", "spark.b": "two words", "spark.c": "3", "spark.d": ""}
+    monkeypatch.delenv("SPARK_CONF_DIR")
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    monkeypatch.chdir(tmp_path)  # a conf/ folder in the working directory is not Spark's
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -Dstray=1\n")
+    assert "-Dstray=1" not in _defaults_file().get(JIT, "")

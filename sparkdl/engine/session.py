@@ -4,6 +4,7 @@ with their own session should set the same keys (see :data:`RECOMMENDED_CONF` an
 (``spark.jars``, see :func:`sparkdl.jvm.jar_path`)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -33,10 +34,11 @@ RECOMMENDED_CONF = {
     # the first three print (a value given to spark-submit with --conf spark.log.level=... is kept).
     "spark.log.level": "WARN",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
-    # Arrow batches of the default inferenceBatchSize: while a Python worker runs the forward pass of one batch,
-    # the JVM already writes the next and reads the last one back (with 10,000-row batches a partition was often
-    # one batch, and the two sides ran one after the other). transform on local[1], 20,000 rows: MLP 15.8k ->
-    # 20.3k rows/s, LeNet-5 10.9k -> 12.2k (bench/RESULTS.md).
+    # Arrow batches (transform, and fit's DataFrame loading) of the default inferenceBatchSize: while a Python
+    # worker runs the forward pass of one batch, the JVM already writes the next and reads the last one back
+    # (with 10,000-row batches a partition was often one batch, and the two sides ran one after the other).
+    # transform on local[1], 20,000 rows: MLP 15.8k -> 20.3k rows/s, LeNet-5 10.9k -> 12.2k (bench/RESULTS.md).
+    # Like every key here, it replaces a spark-defaults.conf value.
     "spark.sql.execution.arrow.maxRecordsPerBatch": "1024",
     # In local mode the driver JVM is also the executor that caches the training data.
     "spark.driver.memory": "4g",
@@ -69,18 +71,25 @@ def _with_bridge_jar(jars: str | None) -> str | None:
 
 
 def _defaults_file() -> dict:
-    """``spark-defaults.conf`` of ``$SPARK_CONF_DIR`` (else ``$SPARK_HOME/conf``) as a dict; empty if none.
+    """``spark-defaults.conf`` of ``$SPARK_CONF_DIR``, else of the Spark home's ``conf/`` (``$SPARK_HOME`` or the
+    pyspark package, as Spark finds it), as a dict; empty if there is none. Java properties syntax: a key, then
+    ``=``, ``:`` or whitespace, then the value; ``#`` and ``!`` start comments.
 
     Settings given to the builder replace the file's values, so a key sparkdl adds to must be merged by hand."""
-    conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(os.environ.get("SPARK_HOME", ""), "conf")
+    import re
+
+    from pyspark.find_spark_home import _find_spark_home
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(_find_spark_home(), "conf")
     out = {}
     try:
         with open(os.path.join(conf_dir, "spark-defaults.conf"), encoding="utf-8") as f:
             for line in f:
-                parts = line.strip().split(None, 1)
-                if len(parts) == 2 and not parts[0].startswith("#"):
-                    out[parts[0]] = parts[1].strip()
-    except OSError:
+                line = line.strip()
+                if not line or line[0] in "#!":
+                    continue
+                key, _, value = re.match(r"([^=:\s]+)\s*([=:\s])\s*(.*)", line + " ").groups()
+                out[key] = value.strip()
+    except (OSError, AttributeError):  # no file; a line without a separator
         pass
     return out
 
@@ -111,12 +120,21 @@ def _settings(master: str | None, conf: dict | None, training: bool) -> dict:
     return settings
 
 
-def _default_worker_python(master: str | None) -> None:
-    """On a local master that this process starts, Python workers run this interpreter (with its packages,
-    e.g. a virtual environment's numba), not the first ``python3`` on the PATH — unless ``PYSPARK_PYTHON``
-    already names one."""
-    if (master or "local").startswith("local") and "PYSPARK_GATEWAY_PORT" not in os.environ:
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+@contextlib.contextmanager
+def _default_worker_python(master: str | None):
+    """While a session on a local master that this process starts is created, ``PYSPARK_PYTHON`` names this
+    interpreter (with its packages, e.g. a virtual environment's numba) instead of leaving the workers to the
+    first ``python3`` on the PATH — unless it already names one. PySpark reads it once, when the SparkContext
+    starts; it is unset again afterwards, so a later session on a cluster is not sent this machine's path."""
+    if "PYSPARK_PYTHON" in os.environ or not (master or "local").startswith("local") \
+            or "PYSPARK_GATEWAY_PORT" in os.environ:
+        yield
+        return
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    try:
+        yield
+    finally:
+        os.environ.pop("PYSPARK_PYTHON", None)
 
 
 def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", conf: dict | None = None,
@@ -139,8 +157,8 @@ def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", 
 
     Notes
     -----
-    A new session on a local master sets ``PYSPARK_PYTHON`` to this interpreter when it is unset, so the
-    workers import the same packages as the driver (a virtual environment need not be activated).
+    A new session on a local master starts its Python workers with this interpreter when ``PYSPARK_PYTHON`` is
+    unset, so they import the same packages as the driver (a virtual environment need not be activated).
     """
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -149,7 +167,7 @@ def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", 
     if master is not None or "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit
         builder = builder.master(master or "local[*]")
     settings = _settings(master, conf, training)
-    _default_worker_python(master)
     for k, v in settings.items():
         builder = builder.config(k, v)
-    return builder.getOrCreate()
+    with _default_worker_python(master):
+        return builder.getOrCreate()

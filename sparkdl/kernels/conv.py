@@ -92,7 +92,8 @@ def direct_forward(x, w, bias, ph, pw, dh, dw, Ho, Wo):
     four taps per pass so that the accumulator row is loaded and stored once per four multiply-adds. No column
     matrix is built: for layers with few output channels (a first layer) a GEMM of ``Co`` rows cannot pay for
     writing and reading ``kh*kw`` copies of the input (measured 2x faster than im2col for 1 -> 6 channels,
-    5x5). Sums run in tap order starting from the bias.
+    5x5). Each pass adds ``((w0*x0 + w1*x1) + w2*x2) + w3*x3`` of four taps (in tap order) to the accumulator,
+    which starts at the bias.
     """
     N, C, H, W = x.shape
     Co, kh, kw = w.shape[0], w.shape[2], w.shape[3]

@@ -115,13 +115,20 @@ class Conv1d(Module):
 
     def backward(self, cache, grad_y, grad_params):
         x4 = cache
+        gx = self._backward(cache, grad_y, grad_params, input_grad=True)
+        return gx.reshape(x4.shape[0], x4.shape[1], x4.shape[3])
+
+    def backward_parameters(self, cache, grad_y, grad_params):
+        self._backward(cache, grad_y, grad_params, input_grad=False)
+
+    def _backward(self, x4, grad_y, grad_params, input_grad):
         gy4 = np.ascontiguousarray(grad_y, dtype=self.dtype).reshape(grad_y.shape[0], grad_y.shape[1], 1,
                                                                        grad_y.shape[2])
         views = self.grad_views(grad_params)
         if self.use_bias:
             K.channel_sum(gy4, views["bias"])
-        gx = im2col_backward(x4, self._weight4(self.weight), gy4, self._geometry(), self._weight4(views["weight"]))
-        return gx.reshape(x4.shape[0], x4.shape[1], x4.shape[3])
+        return im2col_backward(x4, self._weight4(self.weight), gy4, self._geometry(), self._weight4(views["weight"]),
+                               input_grad)
 
     def get_config(self):
         return {"in_channels": self.in_channels, "out_channels": self.out_channels,

@@ -293,7 +293,7 @@ class Module:
         For a module whose input is data, not the output of a layer being trained (the first layer of a
         network, as PyTorch skips the gradient of an input without ``requires_grad``). The gradients written
         are bitwise those of :meth:`backward`. This default calls :meth:`backward` and drops ``grad_x``;
-        layers whose input gradient costs real work (Linear, Conv2d, containers) skip it.
+        Linear, Conv2d, Conv1d and Sequential skip the input gradient's work.
         """
         self.backward(cache, grad_y, grad_params)
 
