@@ -120,7 +120,8 @@ def task_gradient_sum(model, loss_sum, xb, yb, rng, grad_out):
     """:func:`sparkdl.trainer.gradient_sum` for an engine task: with several numba threads on the calling thread,
     at least :data:`MIN_ROWS_PER_THREAD` rows per thread and a model whose rows are independent, the rows are
     split across the threads (:func:`split_gradient_sum`); otherwise exactly ``gradient_sum``. Not with numba's
-    ``workqueue`` layer, which runs parallel kernels one call at a time (:func:`sparkdl.config.serializes_parallel_kernels`).
+    ``workqueue`` layer, which runs parallel kernels one call at a time
+    (:func:`sparkdl.config.serializes_parallel_kernels`).
     Returns ``(loss_sum, normalizer)``."""
     threads = get_num_threads()
     if (threads > 1 and len(xb) >= threads * MIN_ROWS_PER_THREAD and not serializes_parallel_kernels()

@@ -30,8 +30,8 @@ from numba import prange
 
 from sparkdl.config import njit, njit_parallel
 
-__all__ = ["pad_planes", "im2col", "direct_forward", "col2im", "crop_bias", "widen", "channel_sum", "winograd_input", "winograd_output",
-           "winograd_grad_output", "winograd_input_adjoint"]
+__all__ = ["pad_planes", "im2col", "direct_forward", "col2im", "crop_bias", "widen", "channel_sum", "winograd_input",
+           "winograd_output", "winograd_grad_output", "winograd_input_adjoint"]
 
 
 @njit_parallel
