@@ -103,8 +103,9 @@ def _settings(master: str | None, conf: dict | None, training: bool) -> dict:
         master = submitted_conf("spark.master")  # spark-submit's --master (YARN, k8s, standalone or local)
     local = (master or "local").startswith("local")
     if training and local and not submitted:
+        defaults = _defaults_file()
         for key, value in LOCAL_TRAINING_CONF.items():  # appended to a spark-defaults.conf value, not replacing it
-            settings[key] = " ".join(v for v in (_defaults_file().get(key), value) if v)
+            settings[key] = " ".join(v for v in (defaults.get(key), value) if v)
     if not local:
         # Remote executors may not be able to write next to an installed package: give numba a
         # writable cache. (Local executors share the driver's cache, so kernels compile once.)

@@ -11,6 +11,7 @@ import numpy as np
 
 from sparkdl.config import get_num_threads
 from sparkdl.kernels import conv as K
+from sparkdl.kernels.conv_direct import direct_forward
 from sparkdl.nn import init
 from sparkdl.nn._checks import check_pair, check_positive_int
 from sparkdl.nn.module import Module
@@ -286,7 +287,7 @@ class Conv2d(Module):
                 and self.groups == 1 and self.in_channels >= _WINOGRAD_MIN_CHANNELS)
 
     def uses_direct(self) -> bool:
-        """Whether forward runs the direct kernel (:func:`sparkdl.kernels.conv.direct_forward`) instead of
+        """Whether forward runs the direct kernel (:func:`sparkdl.kernels.conv_direct.direct_forward`) instead of
         im2col + GEMM: stride 1, one group, at most ``_DIRECT_MAX_OUT_CHANNELS`` output channels (and no
         Winograd). Backward always uses im2col + GEMM (its input is the cached ``x`` either way)."""
         return (self.stride == (1, 1) and self.groups == 1 and self.out_channels <= _DIRECT_MAX_OUT_CHANNELS
@@ -299,7 +300,7 @@ class Conv2d(Module):
         bias = self.bias if self.use_bias else np.zeros(0, self.dtype)
         if self.uses_direct():
             (ph, pw), (dh, dw) = self.padding, self.dilation
-            return K.direct_forward(x, self.weight, bias, ph, pw, dh, dw, ho, wo), x
+            return direct_forward(x, self.weight, bias, ph, pw, dh, dw, ho, wo), x
         if self.uses_winograd():
             return _winograd_forward(x, self.weight, bias, self.padding, ho, wo), x
         return im2col_forward(x, self.weight, bias, self.geometry(), ho, wo), x
