@@ -8,7 +8,7 @@ import numpy as np
 
 from sparkdl.engine.broadcast import CloudBroadcast
 from sparkdl.engine.data import DataBlocks
-from sparkdl.engine.worker import set_task_threads
+from sparkdl.engine.worker import freeze_worker_heap, set_task_threads
 
 __all__ = ["predict", "evaluate", "forward_in_batches"]
 
@@ -25,14 +25,17 @@ def _predict_samples(bc_model, batch_size, rows):
     if not feats:
         return
     set_task_threads()
-    out = forward_in_batches(bc_model.value, np.stack(feats), batch_size)
-    yield from out
+    model = bc_model.value
+    freeze_worker_heap()
+    yield from forward_in_batches(model, np.stack(feats), batch_size)
 
 
 def _predict_block(bc_model, batch_size, blocks):
+    model = bc_model.value
+    freeze_worker_heap()
     for x, _ in blocks:
         set_task_threads()
-        yield forward_in_batches(bc_model.value, x, batch_size)
+        yield forward_in_batches(model, x, batch_size)
 
 
 def _check_batch_size(batch_size):
@@ -67,6 +70,7 @@ def predict(model, data, *, batch_size: int = 1024):
 
 def _evaluate_partition(bc, batch_size, integer_labels, blocks):
     model, metrics = bc.value
+    freeze_worker_heap()
     states = [m.zero() for m in metrics]
     for x, y in blocks:
         if len(x) == 0:

@@ -23,7 +23,6 @@ optimizers use the Python reduce (:mod:`sparkdl.engine.iteration`).
 """
 from __future__ import annotations
 
-import gc
 import struct
 from functools import partial
 
@@ -32,6 +31,7 @@ import numpy as np
 from sparkdl import jvm
 from sparkdl.engine import local_cache
 from sparkdl.engine.tasks import MISS, FitContext, partition_gradient
+from sparkdl.engine.worker import freeze_worker_heap
 from sparkdl.optim import SGD, Adam, AdamW
 
 __all__ = ["JvmAllReduce", "DRIVER_REDUCE", "supports", "encode_program", "pack_states", "unpack_states", "gradient_records"]
@@ -130,9 +130,6 @@ class _Iteration:
         self.epoch, self.iteration, self.global_iteration = epoch, iteration, global_iteration
 
 
-_FROZEN = False
-
-
 def _deserialize(deserializer, frames) -> list:
     from pyspark.serializers import BatchedSerializer
     items = []
@@ -187,13 +184,7 @@ def gradient_records(fit_broadcast, data_deserializer, split: int, frames):
             yield _RECORD.pack(kind, k, p, 0, loss_sum if k == 0 else 0.0, norm, 0) + block.tobytes()
         yield _RECORD.pack(_BUFFERS, 0, p, 0, 0.0, 0.0, count) + \
             (b"" if buffer_sum is None else buffer_sum.astype("<f4").tobytes())
-    global _FROZEN
-    if not _FROZEN:
-        # pyspark's daemon runs gc.collect() after every task: move what the first task built (model,
-        # kernels, imports) out of the collector's reach so those collections stay cheap.
-        gc.collect()
-        gc.freeze()
-        _FROZEN = True
+    freeze_worker_heap()
 
 
 # ---------------------------------------------------------------------------------------------- driver
