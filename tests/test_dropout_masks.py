@@ -92,6 +92,19 @@ def test_one_draw_per_call_whatever_the_shape():
     assert rng.bit_generator.state == ref.bit_generator.state
 
 
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_neighbouring_counters_and_seeds_are_independent(p):
+    """Keep fraction 1 - p, and neighbours (next element, next row, next call's seed) agree as often as
+    independent draws do, p**2 + (1-p)**2, each within 5 sigma."""
+    rng = np.random.default_rng(3)
+    a = dropout_mask(rng, (400, 250), p, np.float32) != 0
+    b = dropout_mask(rng, (400, 250), p, np.float32) != 0
+    assert abs(a.mean() - (1 - p)) < 5 * np.sqrt(p * (1 - p) / a.size)
+    agree = p ** 2 + (1 - p) ** 2
+    for x, y in ((a[:, :-1], a[:, 1:]), (a[:-1], a[1:]), (a, b)):
+        assert abs((x == y).mean() - agree) < 5 * np.sqrt(agree * (1 - agree) / x.size)
+
+
 def test_dropout_layer_uses_the_rule_and_its_batch_axis():
     x = np.random.default_rng(0).standard_normal((4, 6, 5)).astype(np.float32)
     layer = nn.Dropout(0.25)
