@@ -1,8 +1,9 @@
 """Kernel benchmark: one full training step (forward, softmax cross-entropy gradient, backward) in sparkdl
 and in PyTorch, same model, weights, batch and thread count, measured in the same process. sparkdl's step is
 an engine task's (:func:`sparkdl.parallel_step.task_gradient_sum`: at several threads the rows of a batch are
-split across threads where the model allows it); neither library computes the gradient
-of the input batch (torch: no ``requires_grad``).
+split across threads where the model allows it: all five models here, the Transformer's dropout and the
+batch-first LSTM included); neither library computes the gradient of the input batch (torch: no
+``requires_grad``).
 
 Models: MLP 784-512-256-10 (batch 128), LeNet-5 on 1x28x28 (batch 128), a small VGG-style CNN on 3x32x32
 (batch 64), a Transformer encoder layer (d_model 128, 4 heads, feed-forward 2048, dropout 0.1, post-norm;

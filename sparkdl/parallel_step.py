@@ -9,7 +9,11 @@ kernels release the GIL; so does numpy's BLAS), and the parts' parameter gradien
 one synchronisation per step.
 
 Only models whose rows are independent are split (:func:`rows_independent`): no batch statistics (BatchNorm),
-no random draws (Dropout with ``p > 0``). The engine's gradient tasks use it (:func:`task_gradient_sum`) when a
+no layer that mixes rows; attention and recurrent layers only with ``batch_first`` (the split cuts axis 0).
+Dropout is split too: every part gets a copy of the step's generator and the offset of its first row, and
+sparkdl's dropout masks are a function of the seed drawn per call and of an element's row in the whole batch
+(:mod:`sparkdl.nn.dropout_masks`), so the parts draw exactly the whole batch's masks and leave the generator
+where the unsplit step leaves it. The engine's gradient tasks use it (:func:`task_gradient_sum`) when a
 task has several threads (``threads_per_task`` / ``spark.task.cpus`` > 1). The result is deterministic for a
 given thread count and differs from the one-thread result by float rounding only (a sum of part sums, as the
 engine's partitions are): with more than one thread per task, distributed training equals the single-process
@@ -27,6 +31,7 @@ import numpy as np
 from sparkdl import nn
 from sparkdl.config import get_num_threads, serializes_parallel_kernels
 from sparkdl.nn.activation import _Elementwise
+from sparkdl.nn.dropout_masks import row_offset
 from sparkdl.nn.loss import SampleWeightedLoss
 from sparkdl.trainer import gradient_sum
 
@@ -37,7 +42,12 @@ MIN_ROWS_PER_THREAD = 16
 
 _ROWWISE = (nn.Sequential, nn.Residual, nn.Concat, nn.Linear, nn.Conv2d, nn.Conv1d, _Elementwise, nn.PReLU,
             nn.MaxPool2d, nn.MaxPool1d, nn.AvgPool2d, nn.AvgPool1d, nn.AdaptiveAvgPool2d, nn.Identity,
-            nn.LayerNorm, nn.GroupNorm, nn.Embedding)
+            nn.LayerNorm, nn.GroupNorm, nn.Embedding, nn.Dropout, nn.TransformerEncoderLayer, nn.TransformerEncoder,
+            nn.TransformerClassifier, nn.SequenceLengths, nn.RNNOutput)
+
+# Row-independent only when the batch is axis 0 of their input: the split cuts axis 0 of the batch, and with
+# (L, N, E) / (T, N, D) inputs axis 0 is time, along which attention and recurrences couple the positions.
+_ROWWISE_BATCH_FIRST = (nn.MultiheadAttention, nn.RNN, nn.LSTM, nn.GRU)
 
 _ROWWISE_LOSSES = (nn.CrossEntropyLoss, nn.NLLLoss, nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.BCEWithLogitsLoss,
                    nn.BCELoss)
@@ -57,19 +67,21 @@ os.register_at_fork(after_in_child=_forget_pools_in_child)
 
 def rows_independent(model, loss=None) -> bool:
     """Whether every module of ``model`` (and ``loss``, if given) computes each row of a training batch on its
-    own and without random draws, so that splitting the rows changes nothing but float rounding. A whitelist:
-    layer types not listed here (BatchNorm, attention with dropout, imported ONNX graphs, ...) and losses other
-    than sparkdl's per-row losses (a user loss may couple rows, e.g. in-batch negatives) are never split."""
+    own, so that splitting the rows changes nothing but float rounding. A whitelist: layer types not listed
+    here (BatchNorm, imported ONNX graphs, ...), attention and recurrent layers without ``batch_first``, and
+    losses other than sparkdl's per-row losses (a user loss may couple rows, e.g. in-batch negatives) are
+    never split. Random draws are allowed: the dropout masks of sparkdl's layers do not depend on the split
+    (:mod:`sparkdl.nn.dropout_masks`)."""
     if loss is not None:
         inner = loss.loss if isinstance(loss, SampleWeightedLoss) else loss
         if type(inner) not in _ROWWISE_LOSSES:  # exactly these: a subclass may redefine forward
             return False
     for _, m in model.named_modules():
-        if isinstance(m, nn.Dropout):
-            if m.p > 0:
-                return False
-        elif isinstance(m, nn.Flatten):
+        if isinstance(m, nn.Flatten):
             if m.start_dim <= 0:  # 0, or negative (counted from the end, may reach the batch axis)
+                return False
+        elif isinstance(m, _ROWWISE_BATCH_FIRST):
+            if not m.batch_first:
                 return False
         elif not isinstance(m, _ROWWISE):
             return False
@@ -83,34 +95,68 @@ def _executor(n: int) -> ThreadPoolExecutor:
         return _pools[n]
 
 
-def _part(model, loss_sum, xb, yb, grad):
+def _twin(rng):
+    """A new generator of ``rng``'s bit-generator type in ``rng``'s state."""
+    twin = np.random.Generator(type(rng.bit_generator)())
+    twin.bit_generator.state = rng.bit_generator.state
+    return twin
+
+
+def _same_state(a, b) -> bool:
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(a, b)
+    return a == b
+
+
+def _part(model, loss_sum, xb, yb, rng, lo, grad):
     numba.set_num_threads(1)  # per calling thread: this part's kernels run on this thread only
-    y, cache = model.forward(xb, training=True, rng=None)
+    with row_offset(lo):  # the part's rows are rows lo, lo + 1, ... of the batch for the dropout masks
+        y, cache = model.forward(xb, training=True, rng=rng)
     value, lcache = loss_sum.forward(y, yb)
     model.backward_parameters(cache, loss_sum.backward(lcache, 1.0), grad)
     return float(value)
 
 
-def split_gradient_sum(model, loss_sum, xb, yb, grad_out, threads: int) -> float:
+def split_gradient_sum(model, loss_sum, xb, yb, grad_out, threads: int, rng=None) -> float:
     """Sum of the ``reduction='sum'`` loss over the batch, with the gradient of that sum written into
     ``grad_out``, computed by ``threads`` threads on consecutive row parts of nearly equal size.
 
     The caller checks :func:`rows_independent` and that every part has at least :data:`MIN_ROWS_PER_THREAD`
-    rows. Gradients are added in part order in the model's dtype, so the result is reproducible. An error in a
-    part is raised again from the whole batch, so that it names the batch's rows."""
+    rows. Gradients are added in part order in the model's dtype, so the result is reproducible. Each part runs
+    with its own copy of ``rng`` (a ``numpy.random.Generator``, or None) and the row offset of its first row, so
+    it draws the dropout masks of its rows in the whole batch's masks; afterwards ``rng`` is in the state the
+    parts ended in (they all make the same draws), the state an unsplit step leaves it in. An error in a part
+    is raised again from the whole batch, so that it names the batch's rows.
+
+    Raises
+    ------
+    RuntimeError
+        If the parts made different numbers of draws from ``rng`` (a module whose draws depend on its rows).
+    """
     bounds = np.linspace(0, len(xb), threads + 1).astype(np.int64)
     grads = [grad_out] + [np.empty_like(grad_out) for _ in range(threads - 1)]
-    futures = [_executor(threads).submit(_part, model, loss_sum, xb[lo:hi], yb[lo:hi], g)
-               for lo, hi, g in zip(bounds[:-1], bounds[1:], grads)]
+    rngs = [None if rng is None else _twin(rng) for _ in range(threads)]
+    futures = [_executor(threads).submit(_part, model, loss_sum, xb[lo:hi], yb[lo:hi], r, int(lo), g)
+               for lo, hi, r, g in zip(bounds[:-1], bounds[1:], rngs, grads)]
     try:
         values = [f.result() for f in futures]
     except Exception:
-        # A part's error names rows of its slice: rerun the whole batch on this thread, which raises the same
-        # error with the batch's row positions (what the task's error context maps to input rows).
+        # A part's error names rows of its slice: rerun the whole batch on this thread (``rng`` is untouched so
+        # far), which raises the same error with the batch's row positions (what the task's error context maps
+        # to input rows).
         for f in futures:
             f.exception()  # wait for the other parts: they write into grads
-        gradient_sum(model, loss_sum, xb, yb, None, grad_out)
+        gradient_sum(model, loss_sum, xb, yb, rng, grad_out)
         raise
+    if rng is not None:
+        end = rngs[0].bit_generator.state
+        if not all(_same_state(end, r.bit_generator.state) for r in rngs[1:]):
+            raise RuntimeError("split_gradient_sum: the row parts drew different amounts from the random generator, "
+                               "so the split batch cannot equal the whole one; a module's draws depend on its rows "
+                               "(only models that rows_independent accepts may be split)")
+        rng.bit_generator.state = end
     for g in grads[1:]:
         grad_out += g
     return float(sum(values))
@@ -126,5 +172,6 @@ def task_gradient_sum(model, loss_sum, xb, yb, rng, grad_out):
     threads = get_num_threads()
     if (threads > 1 and len(xb) >= threads * MIN_ROWS_PER_THREAD and not serializes_parallel_kernels()
             and rows_independent(model, loss_sum)):
-        return split_gradient_sum(model, loss_sum, xb, yb, grad_out, threads), float(loss_sum.normalizer(yb))
+        return (split_gradient_sum(model, loss_sum, xb, yb, grad_out, threads, rng),
+                float(loss_sum.normalizer(yb)))
     return gradient_sum(model, loss_sum, xb, yb, rng, grad_out)

@@ -319,3 +319,26 @@ def test_two_threads_per_task_split_rows_and_match_single_process(spark):
     np.testing.assert_allclose(summary.loss, ref_losses, rtol=1e-5)
     np.testing.assert_allclose(dist.flat_parameters, ref.flat_parameters, rtol=1e-5, atol=1e-6)
     assert not np.array_equal(dist.flat_parameters, ref.flat_parameters)  # the split ran: other float rounding
+
+
+@pytest.mark.skipif(__import__("numba").config.NUMBA_NUM_THREADS < 2, reason="needs a numba pool of 2 threads")
+def test_two_threads_per_task_split_dropout_rows_and_match_single_process(spark):
+    """Dropout is split too: each thread's part draws its rows of the partition's masks
+    (sparkdl.nn.dropout_masks), so the trajectory is the single-process one with the engine's per-partition
+    generators, to float rounding."""
+    x, y = _data(n=200)
+    data = DataBlocks.from_samples(spark.sparkContext.parallelize(list(zip(x, y)), 2))
+
+    def make():
+        return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 3)).initialize(1)
+    ref = make()
+    ref_losses = _grouped_reference(ref, nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), x, y, data.sizes, 100,
+                                    2, seed=5)
+    dist = make()
+    trainer = DistributedTrainer(dist, nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), batch_size=100,
+                                 end_trigger=MaxEpoch(2), seed=5, progress=False, threads_per_task=2)
+    summary = trainer.fit(data)
+    data.unpersist()
+    np.testing.assert_allclose(summary.loss, ref_losses, rtol=1e-5)
+    np.testing.assert_allclose(dist.flat_parameters, ref.flat_parameters, rtol=1e-5, atol=1e-6)
+    assert not np.array_equal(dist.flat_parameters, ref.flat_parameters)  # the split ran: other float rounding

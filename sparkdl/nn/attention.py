@@ -21,6 +21,7 @@ import numpy as np
 from sparkdl.kernels import activation as KA
 from sparkdl.nn import init
 from sparkdl.nn._checks import check_input, check_positive_int
+from sparkdl.nn.dropout_masks import dropout_mask
 from sparkdl.nn.module import Module
 
 __all__ = ["MultiheadAttention", "attention_mask"]
@@ -75,7 +76,8 @@ class MultiheadAttention(Module):
     num_heads : int
         Number of heads; must divide ``embed_dim``.
     dropout : float, default 0
-        Dropout probability on the attention weights (training only).
+        Dropout probability on the attention weights (training only; the mask of sample n is a function of the
+        seed drawn from ``rng`` and n, see :class:`~sparkdl.nn.Dropout`).
     bias : bool, default True
         Learn ``in_proj_bias`` and ``out_proj.bias``.
     batch_first : bool, default False
@@ -181,8 +183,7 @@ class MultiheadAttention(Module):
             if rng is None:
                 raise ValueError(f"{name}: training=True with dropout > 0 needs a random generator: pass "
                                  "rng=numpy.random.default_rng(seed) to forward (or use training=False)")
-            keep = (rng.random(p.shape, dtype=x.dtype) >= x.dtype.type(self.dropout)).astype(x.dtype)
-            keep *= x.dtype.type(1.0 / (1.0 - self.dropout))
+            keep = dropout_mask(rng, p.shape, self.dropout, x.dtype)  # (N, H, L, L): axis 0 is the sample
         pd = p if keep is None else p * keep
         o = self._rows(np.matmul(pd, v))
         y = o @ t["out_proj.weight"].T

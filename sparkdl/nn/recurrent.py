@@ -14,6 +14,7 @@ import numpy as np
 from sparkdl.kernels import recurrent as K
 from sparkdl.nn import init
 from sparkdl.nn._checks import check_input, check_positive_int
+from sparkdl.nn.dropout_masks import dropout_mask
 from sparkdl.nn.module import Module
 from sparkdl.nn.sequence import PaddedSequence, check_lengths
 
@@ -126,8 +127,7 @@ class _RNNBase(Module):
                 if rng is None:
                     raise ValueError(f"{type(self).__name__}: training=True with dropout > 0 needs a random "
                                      "generator: pass rng=numpy.random.default_rng(seed) to forward")
-                mask = (rng.random(out.shape, dtype=self.dtype) >= self.dtype.type(self.dropout)).astype(self.dtype)
-                mask *= self.dtype.type(1.0 / (1.0 - self.dropout))
+                mask = dropout_mask(rng, out.shape, self.dropout, self.dtype, batch_axis=1)  # out: (T, N, D*H)
                 out = out * mask
             caches.append((inp, dir_caches, mask))
             inp = out
@@ -231,8 +231,9 @@ _DOC_COMMON = r"""
     batch_first : bool, default False
         Input and output are (N, T, *) instead of (T, N, *) (``h_n`` is always (num_layers * D, N, H)).
     dropout : float, default 0
-        Dropout probability on the output of every layer but the last, in training mode (drawn from the
-        ``rng`` passed to ``forward``, as :class:`~sparkdl.nn.Dropout`).
+        Dropout probability on the output of every layer but the last, in training mode (masks drawn from the
+        ``rng`` passed to ``forward`` by the rule of :class:`~sparkdl.nn.Dropout`, with the batch axis N as the
+        row axis in either layout).
     bidirectional : bool, default False
         Add a reverse direction (D = 2); outputs are concatenated (forward, reverse) on the last axis.
 

@@ -68,8 +68,9 @@ class TransformerEncoderLayer(Module):
     Notes
     -----
     :meth:`forward` also takes ``src_key_padding_mask`` (N, L), ``src_mask`` and ``is_causal`` as keyword
-    arguments (PyTorch's names; see :func:`sparkdl.nn.attention.attention_mask`). Dropout draws come from the
-    ``rng`` passed to forward, in a fixed order, so a seeded step is reproducible.
+    arguments (PyTorch's names; see :func:`sparkdl.nn.attention.attention_mask`). Every dropout draws one seed
+    from the ``rng`` passed to forward, in a fixed order, so a seeded step is reproducible; masks follow the rule
+    of :class:`~sparkdl.nn.Dropout` with the sample axis N as the row axis (also for (L, N, E) inputs).
 
     References
     ----------
@@ -105,32 +106,43 @@ class TransformerEncoderLayer(Module):
         """Rebuild from :meth:`get_config` (the constructor creates the children itself)."""
         return cls(**config)
 
-    def _ff(self, z, training, rng):
+    def _drop(self, layer, a, lead, training, rng):
+        """A Dropout child on (rows, F) activations, viewed as (N, L, F) or (L, N, F) so that the mask's rows are
+        the samples (see :class:`~sparkdl.nn.Dropout`)."""
+        y, c = layer.forward(a.reshape(*lead, a.shape[-1]), training=training, rng=rng,
+                             batch_axis=0 if self.self_attn.batch_first else 1)
+        return y.reshape(a.shape), c
+
+    @staticmethod
+    def _drop_backward(layer, cache, g, lead):
+        return layer.backward(cache, g.reshape(*lead, g.shape[-1]), None).reshape(g.shape)
+
+    def _ff(self, z, lead, training, rng):
         fwd, _, from_output = _ACTIVATIONS[self.activation]
         h, c1 = self.linear1.forward(z, training=training, rng=rng)
         a = fwd(h.reshape(-1)).reshape(h.shape)
-        ad, c2 = self.dropout.forward(a, training=training, rng=rng)
+        ad, c2 = self._drop(self.dropout, a, lead, training, rng)
         f, c3 = self.linear2.forward(ad, training=training, rng=rng)
-        f, c4 = self.dropout2.forward(f, training=training, rng=rng)
-        return f, (c1, a if from_output else h, c2, c3, c4)
+        f, c4 = self._drop(self.dropout2, f, lead, training, rng)
+        return f, (c1, a if from_output else h, c2, c3, c4, lead)
 
     def _ff_backward(self, cache, g, grad_params):
-        c1, act_in, c2, c3, c4 = cache
+        c1, act_in, c2, c3, c4, lead = cache
         _, bwd, _ = _ACTIVATIONS[self.activation]
-        g = self.dropout2.backward(c4, g, None)
+        g = self._drop_backward(self.dropout2, c4, g, lead)
         g = self.linear2.backward(c3, g, self.child_grad(grad_params, "linear2"))
-        g = self.dropout.backward(c2, g, None)
+        g = self._drop_backward(self.dropout, c2, g, lead)
         g = bwd(act_in.reshape(-1), np.ascontiguousarray(g).reshape(-1)).reshape(g.shape)
         return self.linear1.backward(c1, g, self.child_grad(grad_params, "linear1"))
 
     def _sa(self, z, shape, training, rng, masks):
         s, ca = self.self_attn.forward(z.reshape(shape), training=training, rng=rng, **masks)
-        s, cd = self.dropout1.forward(s.reshape(z.shape), training=training, rng=rng)
+        s, cd = self._drop(self.dropout1, s.reshape(z.shape), shape[:2], training, rng)
         return s, (ca, cd)
 
     def _sa_backward(self, cache, g, shape, grad_params):
         ca, cd = cache
-        g = self.dropout1.backward(cd, g, None)
+        g = self._drop_backward(self.dropout1, cd, g, shape[:2])
         g = self.self_attn.backward(ca, g.reshape(shape), self.child_grad(grad_params, "self_attn"))
         return g.reshape(-1, self.d_model)
 
@@ -144,12 +156,12 @@ class TransformerEncoderLayer(Module):
             s, csa = self._sa(n1, x.shape, training, rng, masks)
             z = x2 + s
             n2, cn2 = self.norm2.forward(z, **kw)
-            f, cff = self._ff(n2, training, rng)
+            f, cff = self._ff(n2, x.shape[:2], training, rng)
             y = z + f
         else:
             s, csa = self._sa(x2, x.shape, training, rng, masks)
             z, cn1 = self.norm1.forward(x2 + s, **kw)
-            f, cff = self._ff(z, training, rng)
+            f, cff = self._ff(z, x.shape[:2], training, rng)
             y, cn2 = self.norm2.forward(z + f, **kw)
         return y.reshape(x.shape), (cn1, csa, cn2, cff, x.shape)
 
