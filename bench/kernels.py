@@ -9,8 +9,8 @@ Models: MLP 784-512-256-10 (batch 128), LeNet-5 on 1x28x28 (batch 128), a small 
 (batch 64), a Transformer encoder layer (d_model 128, 4 heads, feed-forward 2048, dropout 0.1, post-norm;
 batch 32 of 64 tokens) with a linear classifier on its flattened output, and an LSTM text classifier (batch 64
 sequences of 50 token ids, Embedding(10000, 128) -> LSTM(128, 128) -> last hidden state -> Linear(128, 10)).
-Runs of the two libraries are interleaved so that load
-from other processes hits both alike; each number is the median of ``--repeats`` timed steps after ``--warmup``
+Runs of the two libraries and of all thread counts are interleaved so
+that load from other processes (and slow phases of the machine) hit them alike; each number is the median of ``--repeats`` timed steps after ``--warmup``
 untimed ones. Also measures the numba start-up cost: the first training step in a fresh process with an empty
 ``NUMBA_CACHE_DIR`` (cold: compilation) and in a second fresh process reusing that cache (warm: loading
 compiled kernels).
@@ -19,6 +19,7 @@ Prints a table, then as its LAST line one JSON object::
 
     {"steps": {"<threads>": {"<model>": {"sparkdl": samples/s, "torch": samples/s, "ratio": sparkdl/torch,
                                          ("sparkdl_cpu", "torch_cpu", "ratio_cpu": same per CPU second)}}},
+     "thread_speedup": {"<model>": {"<threads>": {"sparkdl": samples/s over 1 thread's, "torch": same}}},
      "start": {"<model>": {"cold_s": s, "warm_s": s}}, ...}
 
 At 1 thread all work of both libraries runs on the calling thread, so the thread's CPU time is also
@@ -151,35 +152,45 @@ def build(name):
 
 # ---------------------------------------------------------------- timing
 def measure(name, threads, repeats, warmup, block):
-    """Samples/s of both libraries: median over ``repeats`` blocks of ``block`` steps, blocks interleaved.
+    """Samples/s of both libraries at each thread count of ``threads``: median over ``repeats`` blocks of
+    ``block`` steps, with the blocks of both libraries and of all thread counts interleaved.
 
-    Interleaving puts background load on both libraries alike; whole blocks (rather than single steps) keep
-    one library's idle-spinning worker threads (OpenMP / OpenBLAS) from landing inside the other's timing
-    more than once per block.
+    Interleaving puts background load (and this VM's slow phases) on every library and thread count alike, so
+    the ratios between them hold even when the absolute figures drift; whole blocks (rather than single steps)
+    keep one library's idle-spinning worker threads (OpenMP / OpenBLAS) from landing inside the other's timing
+    more than once per block. Returns ``{threads: result}``.
     """
     import torch
     import sparkdl
-    sparkdl.set_num_threads(threads)
-    torch.set_num_threads(threads)
     step, tstep, diff = build(name)
-    for _ in range(warmup):
-        step()
-        tstep()
-    ts, tt, cs, ct = [], [], [], []
+    for t in threads:
+        sparkdl.set_num_threads(t)
+        torch.set_num_threads(t)
+        for _ in range(warmup):
+            step()
+            tstep()
+    times = {t: ([], [], [], []) for t in threads}  # sparkdl wall, torch wall, sparkdl CPU, torch CPU
     for _ in range(repeats):
-        for fn, out, cpu in ((step, ts, cs), (tstep, tt, ct)):
-            t0, c0 = time.perf_counter(), time.thread_time()
-            for _ in range(block):
-                fn()
-            out.append((time.perf_counter() - t0) / block)
-            cpu.append((time.thread_time() - c0) / block)
+        for t in threads:
+            sparkdl.set_num_threads(t)
+            torch.set_num_threads(t)
+            ts, tt, cs, ct = times[t]
+            for fn, out, cpu in ((step, ts, cs), (tstep, tt, ct)):
+                t0, c0 = time.perf_counter(), time.thread_time()
+                for _ in range(block):
+                    fn()
+                out.append((time.perf_counter() - t0) / block)
+                cpu.append((time.thread_time() - c0) / block)
     n = BATCH[name]
-    s, t = n / float(np.median(ts)), n / float(np.median(tt))
-    res = {"sparkdl": round(s, 1), "torch": round(t, 1), "ratio": round(s / t, 3), "logit_diff": diff}
-    if threads == 1:  # all work runs on this thread: CPU time is immune to waiting for a busy machine
-        sc, tc = n / float(np.median(cs)), n / float(np.median(ct))
-        res.update({"sparkdl_cpu": round(sc, 1), "torch_cpu": round(tc, 1), "ratio_cpu": round(sc / tc, 3)})
-    return res
+    results = {}
+    for t, (ts, tt, cs, ct) in times.items():
+        s, u = n / float(np.median(ts)), n / float(np.median(tt))
+        res = {"sparkdl": round(s, 1), "torch": round(u, 1), "ratio": round(s / u, 3), "logit_diff": diff}
+        if t == 1:  # all work runs on this thread: CPU time is immune to waiting for a busy machine
+            sc, tc = n / float(np.median(cs)), n / float(np.median(ct))
+            res.update({"sparkdl_cpu": round(sc, 1), "torch_cpu": round(tc, 1), "ratio_cpu": round(sc / tc, 3)})
+        results[t] = res
+    return results
 
 
 def first_step(name):
@@ -242,13 +253,19 @@ def main(argv=None):
     print(f"{'model':<10} {'thr':>3} {'sparkdl/s':>10} {'torch/s':>10} {'ratio':>6} {'cpu ratio':>9}   (samples per "
           f"second of wall time, median of {args.repeats} blocks of {args.block} steps; cpu ratio: per second of "
           f"thread CPU time, 1 thread only)")
-    for t in threads:
-        result["steps"][str(t)] = {}
-        for m in models:
-            r = measure(m, t, args.repeats, args.warmup, args.block)
-            result["steps"][str(t)][m] = r
+    result["thread_speedup"] = {}
+    for m in models:
+        for t, r in measure(m, threads, args.repeats, args.warmup, args.block).items():
+            result["steps"].setdefault(str(t), {})[m] = r
             cpu = f"{r['ratio_cpu']:>9.2f}" if "ratio_cpu" in r else f"{'-':>9}"
             print(f"{m:<10} {t:>3} {r['sparkdl']:>10.0f} {r['torch']:>10.0f} {r['ratio']:>6.2f} {cpu}", flush=True)
+        if 1 in threads and len(threads) > 1:  # the same model at t threads vs 1, blocks interleaved
+            one = result["steps"]["1"][m]
+            result["thread_speedup"][m] = {str(t): {lib: round(result["steps"][str(t)][m][lib] / one[lib], 3)
+                                                    for lib in ("sparkdl", "torch")} for t in threads if t != 1}
+            print(f"{'':<10} {'':>3} speed-up over 1 thread: " + ", ".join(
+                f"{t} threads sparkdl {v['sparkdl']:.2f} / torch {v['torch']:.2f}"
+                for t, v in result["thread_speedup"][m].items()), flush=True)
     if not args.no_start and not args.quick:
         result["start"] = start_times(models)
         for m, r in result["start"].items():

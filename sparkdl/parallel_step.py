@@ -138,10 +138,17 @@ def split_gradient_sum(model, loss_sum, xb, yb, grad_out, threads: int, rng=None
     bounds = np.linspace(0, len(xb), threads + 1).astype(np.int64)
     grads = [grad_out] + [np.empty_like(grad_out) for _ in range(threads - 1)]
     rngs = [None if rng is None else _twin(rng) for _ in range(threads)]
-    futures = [_executor(threads).submit(_part, model, loss_sum, xb[lo:hi], yb[lo:hi], r, int(lo), g)
-               for lo, hi, r, g in zip(bounds[:-1], bounds[1:], rngs, grads)]
+    # Parts 1.. on the pool, part 0 on this thread, which is running already: one thread to wake, which the OS
+    # places on an idle core (two woken at once often start on the same core and wait for a migration).
+    futures = [_executor(threads - 1).submit(_part, model, loss_sum, xb[lo:hi], yb[lo:hi], r, int(lo), g)
+               for lo, hi, r, g in zip(bounds[1:-1], bounds[2:], rngs[1:], grads[1:])]
+    own = numba.get_num_threads()
     try:
-        values = [f.result() for f in futures]
+        try:
+            first = _part(model, loss_sum, xb[:bounds[1]], yb[:bounds[1]], rngs[0], 0, grads[0])
+        finally:
+            numba.set_num_threads(own)  # _part sets this thread's numba threads to 1
+        values = [first] + [f.result() for f in futures]
     except Exception:
         # A part's error names rows of its slice: rerun the whole batch on this thread (``rng`` is untouched so
         # far), which raises the same error with the batch's row positions (what the task's error context maps
