@@ -9,9 +9,9 @@ Models: MLP 784-512-256-10 (batch 128), LeNet-5 on 1x28x28 (batch 128), a small 
 (batch 64), a Transformer encoder layer (d_model 128, 4 heads, feed-forward 2048, dropout 0.1, post-norm;
 batch 32 of 64 tokens) with a linear classifier on its flattened output, and an LSTM text classifier (batch 64
 sequences of 50 token ids, Embedding(10000, 128) -> LSTM(128, 128) -> last hidden state -> Linear(128, 10)).
-Runs of the two libraries and of all thread counts are interleaved so
-that load from other processes (and slow phases of the machine) hit them alike; each number is the median of ``--repeats`` timed steps after ``--warmup``
-untimed ones. Also measures the numba start-up cost: the first training step in a fresh process with an empty
+Runs of the two libraries and of all thread counts are interleaved so that load from other processes (and slow
+phases of the machine) hit them alike; each number is the median of ``--repeats`` timed blocks after ``--warmup``
+untimed steps. Also measures the numba start-up cost: the first training step in a fresh process with an empty
 ``NUMBA_CACHE_DIR`` (cold: compilation) and in a second fresh process reusing that cache (warm: loading
 compiled kernels).
 
@@ -174,6 +174,8 @@ def measure(name, threads, repeats, warmup, block):
         for t in threads:
             sparkdl.set_num_threads(t)
             torch.set_num_threads(t)
+            step()  # untimed: the first step after a switch wakes the other thread count's pools
+            tstep()
             ts, tt, cs, ct = times[t]
             for fn, out, cpu in ((step, ts, cs), (tstep, tt, ct)):
                 t0, c0 = time.perf_counter(), time.thread_time()

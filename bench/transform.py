@@ -14,10 +14,10 @@ a process and Spark session of its own (so each starts cold):
     numba kernels load) minus a warm run of the same job.
 Rows/s are the best of ``--repeats`` warm runs over ``--rows`` rows (default 100,000, the MNIST test images
 repeated): every query also pays Spark's planning and job start (~0.2-0.3 s; a bare ``noop`` job of 200 cached rows
-takes ~0.14 s), which was a quarter of the time of the 20,000-row runs of earlier sessions. Writes ``transform_throughput.png`` (rows/s vs workers) and
-``transform_init.png`` (one-time initialization cost vs workers) into ``--out-dir``. The last line printed is one
-JSON object. Targets (issue: distributed inference): transform >= 0.8x raw, >= 1.0x torch, local[2] >= 1.7x
-local[1].
+takes ~0.14 s), which was a quarter of the time of the 20,000-row runs of earlier sessions. Writes
+``transform_throughput.png`` (rows/s vs workers) and ``transform_init.png`` (one-time initialization cost vs
+workers) into ``--out-dir``. The last line printed is one JSON object. Targets (issue: distributed inference):
+transform >= 0.8x raw, >= 1.0x torch, local[2] >= 1.7x local[1].
 
     python bench/transform.py                    # 100,000 rows, both models, three masters
     python bench/transform.py --quick            # a small check that everything runs
@@ -213,7 +213,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=["lenet5", "mlp"], choices=["lenet5", "mlp"])
     parser.add_argument("--rows", type=int, default=100000,
-                        help="rows of the cached DataFrame (fewer measure Spark's per-query planning as much as inference)")
+                        help="rows of the cached DataFrame (with fewer, Spark's per-query cost weighs in)")
     parser.add_argument("--batch", type=int, default=1024, help="inferenceBatchSize / predict_batch_udf batch_size")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--masters", nargs="+", default=["local[1]", "local[2]", "local-cluster[2,1,2048]"])

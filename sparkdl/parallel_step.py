@@ -21,6 +21,7 @@ trainer to float tolerance rather than bitwise (with one thread, the default, bi
 """
 from __future__ import annotations
 
+import copy
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -49,6 +50,9 @@ _ROWWISE = (nn.Sequential, nn.Residual, nn.Concat, nn.Linear, nn.Conv2d, nn.Conv
 # (L, N, E) / (T, N, D) inputs axis 0 is time, along which attention and recurrences couple the positions.
 _ROWWISE_BATCH_FIRST = (nn.MultiheadAttention, nn.RNN, nn.LSTM, nn.GRU)
 
+# Matched by exact type, as the losses are: a user subclass of a listed layer may redefine forward and couple rows.
+_ROWWISE_TYPES = frozenset(_ROWWISE) | {c for c in _Elementwise.__subclasses__() if c.__module__.startswith("sparkdl.")}
+
 _ROWWISE_LOSSES = (nn.CrossEntropyLoss, nn.NLLLoss, nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.BCEWithLogitsLoss,
                    nn.BCELoss)
 
@@ -67,7 +71,8 @@ os.register_at_fork(after_in_child=_forget_pools_in_child)
 
 def rows_independent(model, loss=None) -> bool:
     """Whether every module of ``model`` (and ``loss``, if given) computes each row of a training batch on its
-    own, so that splitting the rows changes nothing but float rounding. A whitelist: layer types not listed
+    own, so that splitting the rows changes nothing but float rounding. A whitelist of exact types (a subclass
+    may redefine ``forward``, so user subclasses of listed layers are not split either): layer types not listed
     here (BatchNorm, imported ONNX graphs, ...), attention and recurrent layers without ``batch_first``, and
     losses other than sparkdl's per-row losses (a user loss may couple rows, e.g. in-batch negatives) are
     never split. Random draws are allowed: the dropout masks of sparkdl's layers do not depend on the split
@@ -77,13 +82,13 @@ def rows_independent(model, loss=None) -> bool:
         if type(inner) not in _ROWWISE_LOSSES:  # exactly these: a subclass may redefine forward
             return False
     for _, m in model.named_modules():
-        if isinstance(m, nn.Flatten):
+        if type(m) is nn.Flatten:
             if m.start_dim <= 0:  # 0, or negative (counted from the end, may reach the batch axis)
                 return False
-        elif isinstance(m, _ROWWISE_BATCH_FIRST):
+        elif type(m) in _ROWWISE_BATCH_FIRST:
             if not m.batch_first:
                 return False
-        elif not isinstance(m, _ROWWISE):
+        elif type(m) not in _ROWWISE_TYPES:
             return False
     return True
 
@@ -95,11 +100,6 @@ def _executor(n: int) -> ThreadPoolExecutor:
         return _pools[n]
 
 
-def _twin(rng):
-    """A new generator of ``rng``'s bit-generator type in ``rng``'s state."""
-    twin = np.random.Generator(type(rng.bit_generator)())
-    twin.bit_generator.state = rng.bit_generator.state
-    return twin
 
 
 def _same_state(a, b) -> bool:
@@ -130,6 +130,19 @@ def split_gradient_sum(model, loss_sum, xb, yb, grad_out, threads: int, rng=None
     parts ended in (they all make the same draws), the state an unsplit step leaves it in. An error in a part
     is raised again from the whole batch, so that it names the batch's rows.
 
+    Parameters
+    ----------
+    model, loss_sum : Module, Loss
+        The network and its ``reduction='sum'`` loss.
+    xb, yb : ndarray
+        The batch, (N, ...) each.
+    grad_out : ndarray, float32, shape (P,)
+        Overwritten with the gradient of the summed loss.
+    threads : int
+        Number of parts (threads), >= 2.
+    rng : numpy.random.Generator, optional
+        The step's generator for dropout; advanced as an unsplit step would advance it.
+
     Raises
     ------
     RuntimeError
@@ -137,7 +150,7 @@ def split_gradient_sum(model, loss_sum, xb, yb, grad_out, threads: int, rng=None
     """
     bounds = np.linspace(0, len(xb), threads + 1).astype(np.int64)
     grads = [grad_out] + [np.empty_like(grad_out) for _ in range(threads - 1)]
-    rngs = [None if rng is None else _twin(rng) for _ in range(threads)]
+    rngs = [None if rng is None else copy.deepcopy(rng) for _ in range(threads)]  # same state each
     # Parts 1.. on the pool, part 0 on this thread, which is running already: one thread to wake, which the OS
     # places on an idle core (two woken at once often start on the same core and wait for a migration).
     futures = [_executor(threads - 1).submit(_part, model, loss_sum, xb[lo:hi], yb[lo:hi], r, int(lo), g)

@@ -34,6 +34,12 @@ def test_only_models_with_independent_rows_are_split():
         pass
     assert not rows_independent(mlp(), InBatchLoss())
 
+    class BatchCentered(nn.Identity):  # a user layer may couple the rows too, even under a listed base class
+        def forward(self, x, *, training=False, rng=None):
+            return x - x.mean(axis=0), None
+    assert not rows_independent(nn.Sequential(BatchCentered(), nn.Linear(4, 2)))
+    assert rows_independent(nn.Sequential(nn.Identity(), nn.Linear(4, 2)))
+
 
 @pytest.fixture
 def threads2():
@@ -202,9 +208,18 @@ def test_an_error_in_a_part_names_the_row_of_the_whole_batch(threads2):
     y[40] = 99  # a label out of range, in the second part (rows 32-63)
     with pytest.raises(ValueError, match=r"40") as split:  # the whole batch is rerun with the step's generator
         task_gradient_sum(model, loss, x, y, np.random.default_rng(0), model.zeros_like_parameters())
+    assert get_num_threads() == 2  # part 0 ran on this thread at 1 thread; the task's count is back
     with pytest.raises(ValueError) as whole:
         gradient_sum(model, loss, x, y, np.random.default_rng(0), model.zeros_like_parameters())
     assert str(split.value) == str(whole.value)
+
+
+@two_threads
+def test_the_calling_thread_keeps_its_thread_count(threads2):
+    model, loss = mlp().initialize(0), sum_reduction(nn.CrossEntropyLoss())
+    x, y = _batch(64)
+    split_gradient_sum(model, loss, x, y, model.zeros_like_parameters(), 2)
+    assert get_num_threads() == 2 and numba.get_num_threads() == 2
 
 
 @two_threads

@@ -31,11 +31,10 @@ def _predict_samples(bc_model, batch_size, rows):
 
 
 def _predict_block(bc_model, batch_size, blocks):
-    model = bc_model.value
-    freeze_worker_heap()
     for x, _ in blocks:
         set_task_threads()
-        yield forward_in_batches(model, x, batch_size)
+        yield forward_in_batches(bc_model.value, x, batch_size)
+        freeze_worker_heap()
 
 
 def _check_batch_size(batch_size):

@@ -65,15 +65,15 @@ class Dropout(Module):
         if x.dtype != self.dtype:
             raise TypeError(f"Dropout: input dtype must be {self.dtype} (the layer's dtype), got {x.dtype}; "
                             f"convert with x.astype(np.{self.dtype})")
+        if isinstance(batch_axis, bool) or not isinstance(batch_axis, (int, np.integer)) or \
+                not 0 <= batch_axis < max(x.ndim, 1):
+            raise ValueError(f"Dropout: batch_axis must be an axis of the input, 0 <= batch_axis < {max(x.ndim, 1)} "
+                             f"for shape {x.shape}, got {batch_axis!r}")
         if not training or self.p == 0:
             return x, None
         if rng is None:
             raise ValueError("Dropout: training=True with p > 0 needs a random generator: pass "
                              "rng=numpy.random.default_rng(seed) to forward (or use training=False)")
-        if isinstance(batch_axis, bool) or not isinstance(batch_axis, (int, np.integer)) or \
-                not 0 <= batch_axis < max(x.ndim, 1):
-            raise ValueError(f"Dropout: batch_axis must be an axis of the input, 0 <= batch_axis < {max(x.ndim, 1)} "
-                             f"for shape {x.shape}, got {batch_axis!r}")
         mask = dropout_mask(rng, x.shape, self.p, x.dtype, int(batch_axis))
         return x * mask, mask
 

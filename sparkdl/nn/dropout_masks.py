@@ -30,6 +30,11 @@ _local = threading.local()
 def row_offset(lo: int):
     """Within the ``with`` block, on the calling thread, row 0 of every batch axis is row ``lo`` of the batch.
 
+    Parameters
+    ----------
+    lo : int
+        The row of the whole batch that the part's first row is, >= 0.
+
     Raises
     ------
     ValueError
@@ -51,12 +56,32 @@ def current_row_offset() -> int:
 
 
 def dropout_mask(rng: np.random.Generator, shape, p: float, dtype, batch_axis: int = 0) -> np.ndarray:
-    """The scaled keep mask of an array of ``shape``: ``1 / (1 - p)`` where an element is kept, 0 where dropped
-    (all 0 for ``p == 1``), of ``dtype``. Draws one seed from ``rng`` (also for ``p == 1``).
+    """The scaled keep mask of an array of ``shape``: ``1 / (1 - p)`` where an element is kept, 0 where dropped.
 
-    ``batch_axis`` is the axis of ``shape`` that indexes samples; the row size is the product of the other axes.
-    A 0-d shape is one row of one element. The caller checks ``rng`` (not None), ``0 <= p <= 1`` and
-    ``batch_axis``.
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        One seed (uint64) is drawn from it per call, also for ``p == 1``.
+    shape : tuple of int
+        The shape of the array the mask multiplies; a 0-d shape is one row of one element.
+    p : float
+        Drop probability, ``0 <= p <= 1`` (``p == 1``: all zeros).
+    dtype : numpy dtype
+        Of the mask (the layer's dtype).
+    batch_axis : int, default 0
+        The axis of ``shape`` that indexes samples; a row is one sample, the product of the other axes long.
+
+    Returns
+    -------
+    ndarray of ``dtype``, shape ``shape``
+        Element ``(r, j)`` (``r`` = index along ``batch_axis`` + :func:`current_row_offset`, ``j`` = flat position
+        in the row) is ``1 / (1 - p)`` iff ``uniform24(seed, r * row_size + j) >= p``
+        (:func:`sparkdl.kernels.dropout.uniform24`), else 0.
+
+    Notes
+    -----
+    The layers validate ``rng`` (not None), ``p`` and ``batch_axis`` with errors naming themselves; this function
+    does not check them again.
     """
     seed = rng.integers(0, 2 ** 64, dtype=np.uint64)
     dtype = np.dtype(dtype)
