@@ -151,8 +151,8 @@ def split_gradient_sum(model, loss_sum, xb, yb, grad_out, threads: int, rng=None
     bounds = np.linspace(0, len(xb), threads + 1).astype(np.int64)
     grads = [grad_out] + [np.empty_like(grad_out) for _ in range(threads - 1)]
     rngs = [None if rng is None else copy.deepcopy(rng) for _ in range(threads)]  # same state each
-    # Parts 1.. on the pool, part 0 on this thread, which is running already: one thread to wake, which the OS
-    # places on an idle core (two woken at once often start on the same core and wait for a migration).
+    # Parts 1.. on the pool, part 0 on this thread, which is running already: one thread to wake instead of all
+    # (the 2-thread step measured faster and steadier so, bench/RESULTS.md).
     futures = [_executor(threads - 1).submit(_part, model, loss_sum, xb[lo:hi], yb[lo:hi], r, int(lo), g)
                for lo, hi, r, g in zip(bounds[1:-1], bounds[2:], rngs[1:], grads[1:])]
     own = numba.get_num_threads()
