@@ -41,17 +41,17 @@ __all__ = ["rows_independent", "split_gradient_sum", "task_gradient_sum", "MIN_R
 #: Below this many rows per thread a part is too small for the split to pay (kernel calls dominate).
 MIN_ROWS_PER_THREAD = 16
 
-_ROWWISE = (nn.Sequential, nn.Residual, nn.Concat, nn.Linear, nn.Conv2d, nn.Conv1d, _Elementwise, nn.PReLU,
-            nn.MaxPool2d, nn.MaxPool1d, nn.AvgPool2d, nn.AvgPool1d, nn.AdaptiveAvgPool2d, nn.Identity,
-            nn.LayerNorm, nn.GroupNorm, nn.Embedding, nn.Dropout, nn.TransformerEncoderLayer, nn.TransformerEncoder,
-            nn.TransformerClassifier, nn.SequenceLengths, nn.RNNOutput)
+# Matched by exact type, as the losses are: a user subclass of a listed layer may redefine forward and couple rows.
+# The activations are every sparkdl subclass of _Elementwise.
+_ROWWISE = frozenset({
+    nn.Sequential, nn.Residual, nn.Concat, nn.Linear, nn.Conv2d, nn.Conv1d, nn.PReLU, nn.MaxPool2d, nn.MaxPool1d,
+    nn.AvgPool2d, nn.AvgPool1d, nn.AdaptiveAvgPool2d, nn.Identity, nn.LayerNorm, nn.GroupNorm, nn.Embedding,
+    nn.Dropout, nn.TransformerEncoderLayer, nn.TransformerEncoder, nn.TransformerClassifier, nn.SequenceLengths,
+    nn.RNNOutput}) | {c for c in _Elementwise.__subclasses__() if c.__module__.startswith("sparkdl.")}
 
 # Row-independent only when the batch is axis 0 of their input: the split cuts axis 0 of the batch, and with
 # (L, N, E) / (T, N, D) inputs axis 0 is time, along which attention and recurrences couple the positions.
-_ROWWISE_BATCH_FIRST = (nn.MultiheadAttention, nn.RNN, nn.LSTM, nn.GRU)
-
-# Matched by exact type, as the losses are: a user subclass of a listed layer may redefine forward and couple rows.
-_ROWWISE_TYPES = frozenset(_ROWWISE) | {c for c in _Elementwise.__subclasses__() if c.__module__.startswith("sparkdl.")}
+_ROWWISE_BATCH_FIRST = frozenset({nn.MultiheadAttention, nn.RNN, nn.LSTM, nn.GRU})
 
 _ROWWISE_LOSSES = (nn.CrossEntropyLoss, nn.NLLLoss, nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.BCEWithLogitsLoss,
                    nn.BCELoss)
@@ -88,7 +88,7 @@ def rows_independent(model, loss=None) -> bool:
         elif type(m) in _ROWWISE_BATCH_FIRST:
             if not m.batch_first:
                 return False
-        elif type(m) not in _ROWWISE_TYPES:
+        elif type(m) not in _ROWWISE:
             return False
     return True
 
@@ -98,8 +98,6 @@ def _executor(n: int) -> ThreadPoolExecutor:
         if n not in _pools:
             _pools[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="sparkdl-step")
         return _pools[n]
-
-
 
 
 def _same_state(a, b) -> bool:
