@@ -37,7 +37,7 @@ import pyarrow as pa
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from transform import _data, _model, _noop  # noqa: E402  (bench/transform.py: same data and networks)
+from transform import _arrow_table, _data, _model, _noop  # noqa: E402  (bench/transform.py: same data and networks)
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -194,13 +194,13 @@ def main(argv=None) -> int:
     root = sc._gateway.proc.pid
     cores = sc.defaultParallelism
     x = _data(args.rows)
-    base = spark.createDataFrame([(i, r.tolist()) for i, r in enumerate(x)], "id long, pixels array<float>")
+    base = spark.createDataFrame(_arrow_table(x))
     df = base.select("id", array_to_vector("pixels").alias("features")).repartition(2 * cores).cache()
     df.count()
     net, shape = _model(args.model)
     n_out = int(np.prod(net(np.zeros((1, *shape), np.float32)).shape[1:]))
     model = DLClassificationModel(net).setFeatureShape(shape).setInferenceBatchSize(args.batch)
-    packed = jvm.float_rows(sc, F.col("features"), 784).alias("features")
+    packed = jvm.float_rows(sc, F.col("features"), 784, kind="vector").alias("features")
     const, outs = _const_udf(None), _const_udf(n_out)
     jobs = {
         "scan": lambda: df,

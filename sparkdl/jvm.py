@@ -78,9 +78,10 @@ def bridge(sc):
     return cls
 
 
-def float_rows(sc, column, size: int, error: str | None = None):
-    """``column`` (a Vector, dense or sparse, or an array of numbers) as a ``binary`` Column holding each row's
-    ``size`` values as float32, little endian (the bridge's bulk row reader).
+def float_rows(sc, column, size: int, error: str | None = None, kind: str = "vector"):
+    """``column`` (a Vector, dense or sparse, or an ``array<float>`` / ``array<double>``) as a ``binary`` Column
+    holding each row's ``size`` values as float32, little endian (the bridge's bulk row reader: generated code
+    reads Spark's internal row format, one memory copy per ``array<float>`` row).
 
     Parameters
     ----------
@@ -89,16 +90,21 @@ def float_rows(sc, column, size: int, error: str | None = None):
     size : int
         Values per row.
     error : str, optional
-        For invalid rows (null, another number of values, NaN or infinite values): None gives a null row;
-        a message fails the task with it, ``{row}`` replaced by the row's value.
+        For invalid rows (null, another number of values, null elements, NaN or infinite values after narrowing
+        to float32, sparse indices outside ``[0, size)``): None gives a null row; a message fails the task with
+        it, ``{row}`` replaced by the row's value.
+    kind : {'vector', 'float', 'double'}
+        The column's type: a ``VectorUDT``, ``array<float>`` or ``array<double>`` (other arrays: cast first).
 
     Raises
     ------
     BridgeMissingError
         See :func:`bridge`.
+    pyspark.errors.IllegalArgumentException
+        For a ``size`` < 1 or another ``kind``, naming it.
     """
     from pyspark.sql.classic.column import Column
-    return Column(bridge(sc).floatRows(column._jc, int(size), error))
+    return Column(bridge(sc).floatRows(column._jc, kind, int(size), error))
 
 
 def widen_halves(sc, halves: bytes) -> bytes:

@@ -52,7 +52,7 @@ def path(request, monkeypatch):
     """The bridge's packed float32 rows, or (as in a session without the jar) the plain Arrow path."""
     if request.param == "plain-arrow":
         import sparkdl.ml.model
-        monkeypatch.setattr(sparkdl.ml.model, "packed_features", lambda sc, spec, cols, error=None: (spec, cols))
+        monkeypatch.setattr(sparkdl.ml.model, "packed_features", lambda sc, spec, cols, schema, error=None: (spec, cols))
     return request.param
 
 
@@ -89,7 +89,8 @@ def test_transform_equals_numpy_forward_for_every_input_type(spark, net, x, path
 def test_transform_uses_the_packed_path_when_the_bridge_is_loaded(spark, net, x):
     out = DLClassificationModel(net).setFeatureShape([D]).setFeaturesCol("dense").transform(_all_types_df(spark, x))
     plan = out._jdf.queryExecution().executedPlan().toString()
-    assert re.search(r"predict\(UDF\(dense#\d+\)\)", plan) and plan.count("ArrowEvalPython") == 1, plan
+    assert re.search(r"predict\(static_invoke\(org\.sparkdl\.bridge\.FloatRows\.packVector\(dense#\d+", plan), plan
+    assert plan.count("ArrowEvalPython") == 1, plan
 
 
 def test_order_and_count_with_empty_partitions_small_batches_and_no_rows(spark, net, path):

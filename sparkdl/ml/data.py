@@ -101,6 +101,6 @@ def to_blocks(df, spec: FeatureSpec, feature_cols: list, label: LabelSpec, label
         From :meth:`DataBlocks.from_blocks`, naming partition and row, if a block holds NaN/inf (which the
         SQL checks of :mod:`sparkdl.ml.validation` exclude beforehand).
     """
-    spec, feature_cols = packed_features(df.sparkSession.sparkContext, spec, feature_cols)
+    spec, feature_cols = packed_features(df.sparkSession.sparkContext, spec, feature_cols, df.schema)
     arrow = df.select(*feature_cols, label_col).mapInArrow(partial(_convert, spec, label), "x binary, y binary")
     return DataBlocks.from_blocks(arrow.rdd.map(_decode, preservesPartitioning=True))

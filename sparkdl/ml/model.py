@@ -226,7 +226,7 @@ class DLModelBase(Model, DLParams, DLWritable, DLReadable):
         rtype = StructType([StructField(f, t) for _, f, t in fields])
         sc = dataset.sparkSession.sparkContext
         error = None if handle == "keep" else invalid_row_message(stage, spec, "{row}")
-        spec, exprs = packed_features(sc, spec, V.feature_exprs(spec.kind, spec.columns, schema), error)
+        spec, exprs = packed_features(sc, spec, V.feature_exprs(spec.kind, spec.columns, schema), schema, error)
         udf = predict_column(self._broadcast(sc), spec, self.getInferenceBatchSize(), handle,
                              [f for _, f, _ in fields], self._postprocess_fn(), rtype, stage)
         tmp = f"__sparkdl_{self.uid}"

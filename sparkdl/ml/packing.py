@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from pyspark.sql.types import FloatType
+
 from sparkdl.ml.arrow import FeatureSpec
 
 __all__ = ["packed_features"]
@@ -19,7 +21,7 @@ log = logging.getLogger("sparkdl.ml")
 _warned: set = set()
 
 
-def packed_features(sc, spec: FeatureSpec, columns: list, error: str | None = None) -> tuple[FeatureSpec, list]:
+def packed_features(sc, spec: FeatureSpec, columns: list, schema, error: str | None = None) -> tuple[FeatureSpec, list]:
     """``(spec, columns)`` for the fast path when it applies (vector and array features, bridge loadable), else
     unchanged.
 
@@ -28,7 +30,10 @@ def packed_features(sc, spec: FeatureSpec, columns: list, error: str | None = No
     sc : pyspark.SparkContext
     spec : FeatureSpec
     columns : list of Column
-        The feature column expressions, in ``spec.columns`` order.
+        The feature column expressions, in ``spec.columns`` order (:func:`sparkdl.ml.validation.feature_exprs`:
+        arrays of other numbers already cast to ``array<double>``).
+    schema : pyspark.sql.types.StructType
+        The input DataFrame's schema (the element type of an array column picks the bridge's reader).
     error : str, optional
         Message that invalid rows fail the task with (``{row}`` is replaced by the row); None: null rows.
     """
@@ -36,7 +41,10 @@ def packed_features(sc, spec: FeatureSpec, columns: list, error: str | None = No
     if spec.kind not in ("vector", "array") or spec.packed:
         return spec, columns
     try:
-        packed = jvm.float_rows(sc, columns[0], spec.size, error)
+        kind = "vector"
+        if spec.kind == "array":
+            kind = "float" if isinstance(schema[spec.columns[0]].dataType.elementType, FloatType) else "double"
+        packed = jvm.float_rows(sc, columns[0], spec.size, error, kind)
     except jvm.BridgeMissingError as e:
         if id(sc) not in _warned:
             _warned.add(id(sc))

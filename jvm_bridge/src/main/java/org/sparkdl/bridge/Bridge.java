@@ -11,8 +11,6 @@ import java.util.Properties;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.Column;
-import org.apache.spark.sql.functions;
-import org.apache.spark.sql.types.DataTypes;
 
 /**
  * The one class sparkdl's Python side calls (through py4j, from {@code sparkdl/jvm.py} only).
@@ -78,13 +76,14 @@ public final class Bridge {
     }
 
     /**
-     * {@code column} (a Vector, dense or sparse, or an array of numbers) as {@code binary}: each row's
-     * {@code size} values as float32, little endian ({@link FloatRows}). Invalid rows (null, another number of
-     * values, NaN or infinite values) become null, or fail the task with {@code error} (its {@code {row}}
-     * replaced by the row) when {@code error} is not null.
+     * {@code column} (a Vector, dense or sparse, when {@code kind} is "vector"; an {@code array<float>} or
+     * {@code array<double>} for "float" or "double") as {@code binary}: each row's {@code size} values as float32,
+     * little endian ({@link FloatRows}). Invalid rows (null, another number of values, null elements, NaN or
+     * infinite values) become null, or fail the task with {@code error} (its {@code {row}} replaced by the row)
+     * when {@code error} is not null.
      */
-    public static Column floatRows(Column column, int size, String error) {
-        return functions.udf(new FloatRows(size, error), DataTypes.BinaryType).apply(column);
+    public static Column floatRows(Column column, String kind, int size, String error) {
+        return FloatRows.column(column, kind, size, error);
     }
 
     /**

@@ -3,110 +3,212 @@ package org.sparkdl.bridge;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.nio.ByteOrder;
+import java.util.Arrays;
 
-import org.apache.spark.ml.linalg.DenseVector;
-import org.apache.spark.ml.linalg.SparseVector;
-import org.apache.spark.sql.api.java.UDF1;
+import org.apache.spark.ml.linalg.VectorUDT;
+import org.apache.spark.sql.Column;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.Literal;
+import org.apache.spark.sql.catalyst.expressions.UnsafeArrayData;
+import org.apache.spark.sql.catalyst.expressions.objects.StaticInvoke;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.classic.ExpressionUtils;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.unsafe.Platform;
+import org.apache.spark.unsafe.types.UTF8String;
 
-import scala.collection.Iterator;
+import scala.Option;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * A SQL function from one feature value (a {@code pyspark.ml.linalg} Vector, dense or sparse, or an array of
- * numbers) to its {@code size} values as float32, little endian, in one {@code binary} value of
- * {@code 4 * size} bytes. Python receives a batch of such rows as one contiguous Arrow buffer and views it as a
- * {@code (n, size)} float32 array without per-element work.
+ * A SQL expression from one feature value (a {@code pyspark.ml.linalg} Vector, dense or sparse, or an
+ * {@code array<float>} / {@code array<double>}) to its {@code size} values as float32, little endian, in one
+ * {@code binary} value of {@code 4 * size} bytes. Python receives a batch of such rows as one contiguous Arrow
+ * buffer and views it as a {@code (n, size)} float32 array without per-element work.
  *
- * <p>A row that is null, has another number of values, or holds a NaN or infinite value is invalid: it becomes
- * null, or (when built with a non-null {@code error} message) fails the task with that message followed by
- * the row.
+ * <p>The expression is Spark's {@code StaticInvoke} of the {@code pack*} methods below, so generated code calls
+ * them on Spark's internal row format ({@link ArrayData}; a Vector is its SQL struct
+ * {@code <type, size, indices, values>}) with no per-element conversion to Java objects: an
+ * {@code array<float>} row is one memory copy plus a finiteness scan, a Vector or {@code array<double>} row one
+ * pass that narrows each value. (A Java UDF received each array element boxed, and each Vector as a new
+ * object; that conversion was most of the JVM's time in {@code transform}.) {@code StaticInvoke} and
+ * {@code ExpressionUtils} are Spark internals, stable from Spark 3.4 to 4.3; the jar is compiled against the
+ * installed pyspark.
+ *
+ * <p>A row that is null, has another number of values, holds a null element, a NaN or an infinite value (after
+ * narrowing to float32), or (sparse) an index outside {@code [0, size)} is invalid: it becomes null, or fails
+ * the task with the {@code error} message, its {@code {row}} replaced by the row, when that is not null.
  */
-final class FloatRows implements UDF1<Object, byte[]> {
+public final class FloatRows {
 
-    private static final long serialVersionUID = 1L;
     private static final int MAX_SHOWN = 300;
+    private static final int EXPONENT = 0x7f800000;
+    private static final boolean NATIVE_LE = ByteOrder.nativeOrder() == ByteOrder.LITTLE_ENDIAN;
     private static final VarHandle FLOAT_LE = MethodHandles.byteArrayViewVarHandle(float[].class,
             ByteOrder.LITTLE_ENDIAN);
 
-    private final int size;
-    private final String error;
+    private FloatRows() {
+    }
 
-    FloatRows(int size, String error) {
+    /**
+     * The packing expression for {@code column}: {@code kind} is "vector", "float" ({@code array<float>}) or
+     * "double" ({@code array<double>}); {@code error} null makes invalid rows null.
+     */
+    static Column column(Column column, String kind, int size, String error) {
         if (size < 1) {
             throw new IllegalArgumentException("size must be >= 1, got " + size);
         }
-        this.size = size;
-        this.error = error;
+        String method;
+        switch (kind) {
+            case "vector": method = "packVector"; break;
+            case "float": method = "packFloats"; break;
+            case "double": method = "packDoubles"; break;
+            default: throw new IllegalArgumentException(
+                    "kind must be 'vector', 'float' or 'double', got '" + kind + "'");
+        }
+        Expression[] args = {ExpressionUtils.expression(column), Literal.create(size, DataTypes.IntegerType),
+            Literal.create(error, DataTypes.StringType)};
+        StaticInvoke invoke = new StaticInvoke(FloatRows.class, DataTypes.BinaryType, method,
+                CollectionConverters.asScala(Arrays.asList(args)).toSeq(),
+                CollectionConverters.asScala(Arrays.<org.apache.spark.sql.types.AbstractDataType>asList()).toSeq(),
+                false, true, true, Option.empty());
+        return ExpressionUtils.column(invoke);
     }
 
-    @Override
-    public byte[] call(Object value) {
-        byte[] out = value == null ? null : pack(value);
-        if (out != null || error == null) {
-            return out;
+    /**
+     * A Vector packed: {@code value} is its SQL struct {@code <type: 0 sparse / 1 dense, size, indices, values>}, an
+     * {@link InternalRow} (Spark passes a UDT's value as an Object).
+     */
+    public static byte[] packVector(Object value, int size, UTF8String error) {
+        InternalRow v = (InternalRow) value;
+        byte[] out = v == null ? null : v.getByte(0) == 1 ? narrow(v.getArray(3), size) : sparse(v, size);
+        return out != null || error == null ? out : fail(error, v == null ? "null" : new VectorUDT().deserialize(v)
+                .toString());
+    }
+
+    /** An {@code array<double>} row packed. */
+    public static byte[] packDoubles(ArrayData a, int size, UTF8String error) {
+        byte[] out = a == null || hasNull(a) ? null : narrow(a, size);
+        return out != null || error == null ? out : fail(error, shown(a, false));
+    }
+
+    /** An {@code array<float>} row packed. */
+    public static byte[] packFloats(ArrayData a, int size, UTF8String error) {
+        byte[] out = a == null || a.numElements() != size || hasNull(a) ? null : copyFloats(a, size);
+        return out != null || error == null ? out : fail(error, shown(a, true));
+    }
+
+    private static byte[] narrow(ArrayData values, int size) {
+        if (values.numElements() != size) {
+            return null;
         }
-        String shown = String.valueOf(value);
+        byte[] out = new byte[4 * size];
+        int bad = 0;
+        for (int i = 0; i < size; i++) {
+            float f = (float) values.getDouble(i);
+            bad |= nonFinite(Float.floatToRawIntBits(f));
+            put(out, i, f);
+        }
+        return bad >= 0 ? out : null;
+    }
+
+    private static byte[] sparse(InternalRow v, int size) {
+        if (v.isNullAt(1) || v.getInt(1) != size || v.isNullAt(2) || v.isNullAt(3)) {
+            return null;
+        }
+        ArrayData idx = v.getArray(2);
+        ArrayData values = v.getArray(3);
+        int nnz = values.numElements();
+        if (idx.numElements() != nnz) {
+            return null;
+        }
+        byte[] out = new byte[4 * size];
+        for (int k = 0; k < nnz; k++) {
+            int j = idx.getInt(k);
+            float f = (float) values.getDouble(k);
+            if (j < 0 || j >= size || !Float.isFinite(f)) {
+                return null;
+            }
+            put(out, j, f);
+        }
+        return out;
+    }
+
+    /** The float values of {@code a}: one memory copy for Spark's unsafe arrays on little-endian machines. */
+    private static byte[] copyFloats(ArrayData a, int size) {
+        byte[] out = new byte[4 * size];
+        if (NATIVE_LE && a instanceof UnsafeArrayData) {
+            UnsafeArrayData u = (UnsafeArrayData) a;
+            Platform.copyMemory(u.getBaseObject(), u.getBaseOffset()
+                    + UnsafeArrayData.calculateHeaderPortionInBytes(size), out, Platform.BYTE_ARRAY_OFFSET, 4L * size);
+            int bad = 0;
+            for (int i = 0; i < size; i++) {
+                bad |= nonFinite(Platform.getInt(out, Platform.BYTE_ARRAY_OFFSET + 4L * i));
+            }
+            return bad >= 0 ? out : null;
+        }
+        int bad = 0;
+        for (int i = 0; i < size; i++) {
+            float f = a.getFloat(i);
+            bad |= nonFinite(Float.floatToRawIntBits(f));
+            put(out, i, f);
+        }
+        return bad >= 0 ? out : null;
+    }
+
+    /**
+     * Negative iff the float32 with these bits is NaN or infinite (every exponent bit set): the exponent field
+     * plus one in its lowest bit carries into the sign bit exactly then. ORed over a row (no branch per value),
+     * the row is finite iff the result is >= 0.
+     */
+    private static int nonFinite(int bits) {
+        return (bits & EXPONENT) + 0x00800000;
+    }
+
+    private static boolean hasNull(ArrayData a) {
+        if (a instanceof UnsafeArrayData) {
+            UnsafeArrayData u = (UnsafeArrayData) a;
+            long words = (UnsafeArrayData.calculateHeaderPortionInBytes(u.numElements()) - 8) / 8;
+            for (long w = 0; w < words; w++) {
+                if (Platform.getLong(u.getBaseObject(), u.getBaseOffset() + 8 + 8 * w) != 0) {
+                    return true;
+                }
+            }
+            return false;
+        }
+        for (int i = 0; i < a.numElements(); i++) {
+            if (a.isNullAt(i)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private static void put(byte[] out, int i, float f) {
+        if (NATIVE_LE) {
+            Platform.putFloat(out, Platform.BYTE_ARRAY_OFFSET + 4L * i, f);
+        } else {
+            FLOAT_LE.set(out, 4 * i, f);
+        }
+    }
+
+    private static String shown(ArrayData a, boolean floats) {
+        if (a == null) {
+            return "null";
+        }
+        StringBuilder s = new StringBuilder("[");
+        for (int i = 0; i < a.numElements() && s.length() <= MAX_SHOWN; i++) {
+            s.append(i == 0 ? "" : ", ").append(a.isNullAt(i) ? "null"
+                    : floats ? String.valueOf(a.getFloat(i)) : String.valueOf(a.getDouble(i)));
+        }
+        return s.append(']').toString();
+    }
+
+    private static byte[] fail(UTF8String error, String shown) {
         if (shown.length() > MAX_SHOWN) {
             shown = shown.substring(0, MAX_SHOWN - 4) + "...";
         }
-        throw new IllegalArgumentException(error.replace("{row}", shown));
-    }
-
-    /** The values of {@code value} as float32 bytes, in one pass; null if it is invalid. */
-    private byte[] pack(Object value) {
-        if (value instanceof DenseVector) {
-            double[] v = ((DenseVector) value).values();
-            return v.length == size ? packDoubles(v) : null;
-        }
-        if (value instanceof SparseVector) {
-            SparseVector s = (SparseVector) value;
-            if (s.size() != size) {
-                return null;
-            }
-            int[] idx = s.indices();
-            double[] v = s.values();
-            byte[] out = new byte[4 * size];
-            for (int k = 0; k < idx.length; k++) {
-                float f = (float) v[k];
-                if (idx[k] < 0 || idx[k] >= size || !Float.isFinite(f)) {
-                    return null;
-                }
-                FLOAT_LE.set(out, 4 * idx[k], f);
-            }
-            return out;
-        }
-        if (value instanceof scala.collection.Seq) {
-            scala.collection.Seq<?> seq = (scala.collection.Seq<?>) value;
-            if (seq.length() != size) {
-                return null;
-            }
-            byte[] out = new byte[4 * size];
-            Iterator<?> it = seq.iterator();
-            for (int i = 0; i < size; i++) {
-                Object e = it.next();
-                if (e == null) {
-                    return null;
-                }
-                float f = ((Number) e).floatValue();
-                if (!Float.isFinite(f)) {
-                    return null;
-                }
-                FLOAT_LE.set(out, 4 * i, f);
-            }
-            return out;
-        }
-        throw new IllegalArgumentException("sparkdl FloatRows: unsupported feature value of class "
-                + value.getClass().getName() + " (expected a Vector or an array of numbers)");
-    }
-
-    private byte[] packDoubles(double[] v) {
-        byte[] out = new byte[4 * size];
-        for (int i = 0; i < size; i++) {
-            float f = (float) v[i];
-            if (!Float.isFinite(f)) {
-                return null;
-            }
-            FLOAT_LE.set(out, 4 * i, f);
-        }
-        return out;
+        throw new IllegalArgumentException(error.toString().replace("{row}", shown));
     }
 }
