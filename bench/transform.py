@@ -4,7 +4,8 @@ workers.
 
 For every master (default ``local[1]``, ``local[2]``, ``local-cluster[2,1,2048]``) and model (LeNet-5, the MLP), in
 a process and Spark session of its own (so each starts cold):
-  * raw: ``forward_in_batches`` over a float32 array in one process, with as many threads as the master has cores;
+  * raw: ``forward_in_batches`` over a float32 array in one process, with as many threads as the master has cores
+    and the allocator setting sparkdl's workers use (``sparkdl.engine.worker.retain_freed_memory``);
   * transform (vector / array): a cached DataFrame of MNIST-shaped rows (``features`` a Vector, ``pixels`` an
     ``array<float>``, 2 partitions per core) through ``DLClassificationModel.transform`` and a ``noop`` write, so
     every output column (rawPrediction, probability, prediction) is computed and nothing is collected;
@@ -123,6 +124,7 @@ def bench_master(args) -> dict:
     from sparkdl.config import set_num_threads
     from sparkdl.engine import get_or_create_session
     from sparkdl.engine.inference import forward_in_batches
+    from sparkdl.engine.worker import retain_freed_memory
     from sparkdl.ml import DLClassificationModel
 
     spark = get_or_create_session(args.child, app_name="sparkdl-bench-transform",
@@ -152,6 +154,7 @@ def bench_master(args) -> dict:
         r["torch_predict_batch_udf_rows_per_s"] = round(_best_rate(job, args.rows, args.repeats), 1)
         xs = x.reshape(len(x), *shape)
         set_num_threads(cores)
+        retain_freed_memory()  # as in the workers: without it LeNet-5's raw forward is ~25% slower here
         forward_in_batches(net, xs[:args.batch], args.batch)
         r["raw_rows_per_s"] = round(_best_rate(lambda: forward_in_batches(net, xs, args.batch), args.rows,
                                                args.repeats), 1)

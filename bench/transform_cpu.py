@@ -186,6 +186,7 @@ def main(argv=None) -> int:
     from sparkdl.config import set_num_threads
     from sparkdl.engine import get_or_create_session
     from sparkdl.engine.inference import forward_in_batches
+    from sparkdl.engine.worker import retain_freed_memory
     from sparkdl.ml import DLClassificationModel
 
     spark = get_or_create_session(args.master, app_name="sparkdl-bench-transform-cpu",
@@ -222,6 +223,7 @@ def main(argv=None) -> int:
     spark.stop()
     xs = x.reshape(len(x), *shape)
     set_num_threads(1)
+    retain_freed_memory()  # as sparkdl's Python workers do
     forward_in_batches(net, xs[:args.batch], args.batch)
     best = float("inf")
     for _ in range(args.repeats):
