@@ -93,6 +93,25 @@ def test_transform_uses_the_packed_path_when_the_bridge_is_loaded(spark, net, x)
     assert plan.count("ArrowEvalPython") == 1, plan
 
 
+def test_transform_reuses_its_udf_until_a_param_changes(spark, net, x):
+    df = _all_types_df(spark, x, partitions=2)
+    model = DLClassificationModel(net).setFeatureShape([D]).setFeaturesCol("dense")
+    model.transform(df)
+    first = model._udf[1]
+    model.transform(df)
+    assert model._udf[1] is first  # nothing changed: no new pickled function, no new JVM object
+    expected = net(x).argmax(axis=1)
+    for change in (lambda m: m.setFeaturesCol("arr_f"), lambda m: m.setRawPredictionCol(""),
+                   lambda m: m.setInferenceBatchSize(5)):
+        change(model)
+        out = model.transform(df)
+        assert model._udf[1] is not first
+        first = model._udf[1]
+        rows = sorted(out.collect(), key=lambda r: r["id"])
+        np.testing.assert_array_equal([r["prediction"] for r in rows], expected)
+        assert ("rawPrediction" in out.columns) == (model.getRawPredictionCol() != "")
+
+
 def test_order_and_count_with_empty_partitions_small_batches_and_no_rows(spark, net, path):
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "3")
     try:
