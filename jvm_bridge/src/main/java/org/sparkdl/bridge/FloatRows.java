@@ -14,6 +14,7 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeArrayData;
 import org.apache.spark.sql.catalyst.expressions.objects.StaticInvoke;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.classic.ExpressionUtils;
+import org.apache.spark.sql.types.AbstractDataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.types.UTF8String;
@@ -71,7 +72,7 @@ public final class FloatRows {
             Literal.create(error, DataTypes.StringType)};
         StaticInvoke invoke = new StaticInvoke(FloatRows.class, DataTypes.BinaryType, method,
                 CollectionConverters.asScala(Arrays.asList(args)).toSeq(),
-                CollectionConverters.asScala(Arrays.<org.apache.spark.sql.types.AbstractDataType>asList()).toSeq(),
+                CollectionConverters.asScala(Arrays.<AbstractDataType>asList()).toSeq(),
                 false, true, true, Option.empty());
         return ExpressionUtils.column(invoke);
     }
