@@ -52,7 +52,8 @@ def path(request, monkeypatch):
     """The bridge's packed float32 rows, or (as in a session without the jar) the plain Arrow path."""
     if request.param == "plain-arrow":
         import sparkdl.ml.model
-        monkeypatch.setattr(sparkdl.ml.model, "packed_features", lambda sc, spec, cols, schema, error=None: (spec, cols))
+        monkeypatch.setattr(sparkdl.ml.model, "packed_features",
+                            lambda sc, spec, cols, schema, error=None: (spec, cols))
     return request.param
 
 

@@ -241,6 +241,6 @@ class DLModelBase(Model, DLParams, DLWritable, DLReadable):
         spec, exprs = packed_features(sc, spec, V.feature_exprs(spec.kind, spec.columns, schema), schema, error)
         udf = self._predict_udf(sc, spec, handle, fields, rtype, stage)
         tmp = V.quote(f"__sparkdl_{self.uid}")
-        # One projection from SQL text: each pyspark Column function costs py4j round trips (~1 ms apiece here)
+        # The outputs in one projection from SQL text (withColumns + drop analysed the plan twice more)
         return df.withColumn(tmp[1:-1], udf(*exprs)).selectExpr(
             *map(V.quote, df.columns), *(f"{tmp}.{V.quote(f)} AS {V.quote(out)}" for out, f, _ in fields))

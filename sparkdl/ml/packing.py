@@ -21,7 +21,8 @@ log = logging.getLogger("sparkdl.ml")
 _warned: set = set()
 
 
-def packed_features(sc, spec: FeatureSpec, columns: list, schema, error: str | None = None) -> tuple[FeatureSpec, list]:
+def packed_features(sc, spec: FeatureSpec, columns: list, schema,
+                    error: str | None = None) -> tuple[FeatureSpec, list]:
     """``(spec, columns)`` for the fast path when it applies (vector and array features, bridge loadable), else
     unchanged.
 
