@@ -113,6 +113,15 @@ def test_transform_reuses_its_udf_until_a_param_changes(spark, net, x):
         assert ("rawPrediction" in out.columns) == (model.getRawPredictionCol() != "")
 
 
+def test_transform_keeps_duplicate_and_unusual_column_names(spark, net, x):
+    df = _all_types_df(spark, x, partitions=2).select("id", "dense", F.col("arr_f").alias("a.b `c`"))
+    joined = df.join(df.select("id", F.col("dense").alias("other")), "id").select("*", F.col("other").alias("id"))
+    out = DLClassificationModel(net).setFeatureShape([D]).setFeaturesCol("dense").transform(joined)
+    assert out.columns == ["id", "dense", "a.b `c`", "other", "id", "rawPrediction", "probability", "prediction"]
+    rows = sorted(out.collect(), key=lambda r: r[0])
+    np.testing.assert_array_equal([r["prediction"] for r in rows], net(x).argmax(axis=1))
+
+
 def test_order_and_count_with_empty_partitions_small_batches_and_no_rows(spark, net, path):
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "3")
     try:
