@@ -201,7 +201,7 @@ def main(argv=None) -> int:
     net, shape = _model(args.model)
     n_out = int(np.prod(net(np.zeros((1, *shape), np.float32)).shape[1:]))
     model = DLClassificationModel(net).setFeatureShape(shape).setInferenceBatchSize(args.batch)
-    packed = jvm.float_rows(sc, F.col("features"), 784, kind="vector").alias("features")
+    packed = jvm.float_rows(sc, F.col("features"), 784, None, "vector").alias("features")
     const, outs = _const_udf(None), _const_udf(n_out)
     jobs = {
         "scan": lambda: df,

@@ -78,7 +78,7 @@ def bridge(sc):
     return cls
 
 
-def float_rows(sc, column, size: int, error: str | None = None, kind: str = "vector"):
+def float_rows(sc, column, size: int, error: str | None, kind: str):
     """``column`` (a Vector, dense or sparse, or an ``array<float>`` / ``array<double>``) as a ``binary`` Column
     holding each row's ``size`` values as float32, little endian (the bridge's bulk row reader: generated code
     reads Spark's internal row format, one memory copy per ``array<float>`` row).
@@ -91,10 +91,11 @@ def float_rows(sc, column, size: int, error: str | None = None, kind: str = "vec
         Values per row.
     error : str, optional
         For invalid rows (null, another number of values, null elements, NaN or infinite values after narrowing
-        to float32, sparse indices outside ``[0, size)``): None gives a null row; a message fails the task with
-        it, ``{row}`` replaced by the row's value.
+        to float32, sparse indices outside ``[0, size)`` or not increasing): None gives a null row; a message
+        fails the task with it, ``{row}`` replaced by the row's value.
     kind : {'vector', 'float', 'double'}
-        The column's type: a ``VectorUDT``, ``array<float>`` or ``array<double>`` (other arrays: cast first).
+        The column's type: a ``VectorUDT``, ``array<float>`` or ``array<double>`` (other arrays: cast first). A
+        column of another type fails the task (arrays of one element excepted: their sizes cannot tell).
 
     Raises
     ------

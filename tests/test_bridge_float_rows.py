@@ -4,6 +4,7 @@ interpreted path (Spark's own arrays, not unsafe ones), and null or a clear erro
 import numpy as np
 import pytest
 from pyspark.errors import IllegalArgumentException
+from pyspark.ml.functions import array_to_vector
 from pyspark.ml.linalg import Vectors, VectorUDT
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DoubleType, FloatType, LongType, StructField, StructType
@@ -71,7 +72,8 @@ def test_invalid_row_fails_the_task_with_the_message_and_the_row(spark, col, kin
 
 
 def test_generic_arrays_on_the_interpreted_path(spark):
-    """``F.array`` evaluated without generated code gives Spark's generic (boxed) arrays, not unsafe ones."""
+    """``F.array`` evaluated without generated code gives Spark's generic (boxed) arrays, not unsafe ones, and the
+    reader itself is called through reflection (Spark's interpreted ``StaticInvoke``)."""
     spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
     spark.conf.set("spark.sql.codegen.wholeStage", "false")
     try:
@@ -79,8 +81,9 @@ def test_generic_arrays_on_the_interpreted_path(spark):
                                            for c, t in (("f", "float"), ("d", "double"))))
         nulls = F.array(*[F.lit(None).cast("float")] * D)
         df = df.withColumn("f", F.when(F.col("id") == 5, nulls).otherwise(F.col("f")))
+        df = df.withColumn("v", array_to_vector("d"))
         expected = (np.arange(6)[:, None] * 0.1 + np.arange(D)).astype(np.float32)
-        for col, kind in (("f", "float"), ("d", "double")):
+        for col, kind in (("f", "float"), ("d", "double"), ("v", "vector")):
             got = _packed(spark, df, col, kind)
             for i in range(5):
                 np.testing.assert_array_equal(got[i], expected[i], err_msg=kind)
@@ -90,7 +93,16 @@ def test_generic_arrays_on_the_interpreted_path(spark):
         spark.conf.unset("spark.sql.codegen.wholeStage")
 
 
-@pytest.mark.parametrize("kind, size", [("int", D), ("vector", 0)])
-def test_bad_arguments_are_named(spark, kind, size):
-    with pytest.raises(IllegalArgumentException, match="kind must be .* got .int.|size must be >= 1, got 0"):
+@pytest.mark.parametrize("kind, size, message", [("int", D, "kind must be 'vector', 'float' or 'double', got 'int'"),
+                                                 ("vector", 0, "size must be >= 1, got 0")])
+def test_bad_arguments_are_named(spark, kind, size, message):
+    with pytest.raises(IllegalArgumentException, match=message):
         jvm.float_rows(spark.sparkContext, F.col("v"), size, None, kind)
+
+
+@pytest.mark.parametrize("col, kind, actual", [("f", "double", "array<double>"), ("d", "float", "array<float>")])
+def test_a_column_of_another_element_type_fails_instead_of_being_misread(spark, col, kind, actual):
+    # Through a shuffle, so the rows are Spark's unsafe rows (generic arrays fail with a ClassCastException)
+    df = spark.createDataFrame([(0, Vectors.dense([0.5] * D), [0.5] * D, [0.5] * D)], SCHEMA).repartition(1)
+    with pytest.raises(Exception, match=f"the feature column is not {actual}"):
+        _packed(spark, df, col, kind)

@@ -122,6 +122,15 @@ def test_transform_keeps_duplicate_and_unusual_column_names(spark, net, x):
     np.testing.assert_array_equal([r["prediction"] for r in rows], net(x).argmax(axis=1))
 
 
+def test_transform_of_an_integer_array_column(spark, net):
+    ints = np.arange(5 * D).reshape(5, D) % 7 - 3
+    df = spark.createDataFrame([(i, r.tolist()) for i, r in enumerate(ints)], "id long, f array<int>")
+    out = DLClassificationModel(net).setFeatureShape([D]).setFeaturesCol("f").transform(df)
+    rows = sorted(out.collect(), key=lambda r: r["id"])
+    np.testing.assert_allclose(np.array([r["rawPrediction"].toArray() for r in rows]),
+                               _log_softmax(net(ints.astype(np.float32))), atol=1e-6)
+
+
 def test_order_and_count_with_empty_partitions_small_batches_and_no_rows(spark, net, path):
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "3")
     try:

@@ -54,10 +54,8 @@ def test_retain_freed_memory_stops_page_faults_on_repeated_large_batches():
             counts.append(faults() - before)
         print(*counts)
     """)
-    runs = {}
-    for mode in ("retain", "default"):
-        out = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, check=True)
-        runs[mode] = list(map(int, out.stdout.split()))
-    retain, default = runs["retain"], runs["default"]
-    assert sum(retain[2:]) <= retain[0] // 10, runs  # warmed up: the blocks are reused, no new pages
-    assert min(default[2:]) >= default[0] // 4, runs  # glibc's default maps fresh pages every batch
+    # (With glibc's default this machine faulted in ~1,500 pages every batch; that depends on the environment
+    # -- allocator, transparent huge pages -- so only the setting's own effect is asserted.)
+    out = subprocess.run([sys.executable, "-c", code, "retain"], capture_output=True, text=True, check=True)
+    counts = list(map(int, out.stdout.split()))
+    assert counts[0] > 0 and sum(counts[2:]) <= counts[0] // 10, counts  # warmed up: blocks reused, no new pages

@@ -5,7 +5,6 @@ import java.lang.invoke.VarHandle;
 import java.nio.ByteOrder;
 import java.util.Arrays;
 
-import org.apache.spark.ml.linalg.VectorUDT;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -33,13 +32,14 @@ import scala.jdk.javaapi.CollectionConverters;
  * {@code <type, size, indices, values>}) with no per-element conversion to Java objects: an
  * {@code array<float>} row is one memory copy plus a finiteness scan, a Vector or {@code array<double>} row one
  * pass that narrows each value. (A Java UDF received each array element boxed, and each Vector as a new
- * object; that conversion was most of the JVM's time in {@code transform}.) {@code StaticInvoke} and
- * {@code ExpressionUtils} are Spark internals, stable from Spark 3.4 to 4.3; the jar is compiled against the
- * installed pyspark.
+ * object; that conversion was most of the JVM's time in {@code transform}.) {@code StaticInvoke}'s constructor
+ * and {@code ExpressionUtils} (Spark 4.0+) are Spark internals, not public API; sparkdl needs pyspark 4.1 or
+ * newer, and the jar is compiled against the installed pyspark, so a changed signature shows at install time.
  *
  * <p>A row that is null, has another number of values, holds a null element, a NaN or an infinite value (after
- * narrowing to float32), or (sparse) an index outside {@code [0, size)} is invalid: it becomes null, or fails
- * the task with the {@code error} message, its {@code {row}} replaced by the row, when that is not null.
+ * narrowing to float32), or (sparse) indices outside {@code [0, size)} or not strictly increasing is invalid: it
+ * becomes null, or fails the task with the {@code error} message, its {@code {row}} replaced by the row, when
+ * that is not null. A column whose element type is not its {@code kind} fails the task.
  */
 public final class FloatRows {
 
@@ -83,20 +83,21 @@ public final class FloatRows {
      */
     public static byte[] packVector(Object value, int size, UTF8String error) {
         InternalRow v = (InternalRow) value;
-        byte[] out = v == null ? null : v.getByte(0) == 1 ? narrow(v.getArray(3), size) : sparse(v, size);
-        return out != null || error == null ? out : fail(error, v == null ? "null" : new VectorUDT().deserialize(v)
-                .toString());
+        byte[] out = v == null ? null : v.getByte(0) != 1 ? sparse(v, size)
+                : v.isNullAt(3) ? null : narrow(checked(v.getArray(3), 8, "Vector"), size);
+        return out != null || error == null ? out : fail(error, shownVector(v));
     }
 
     /** An {@code array<double>} row packed. */
     public static byte[] packDoubles(ArrayData a, int size, UTF8String error) {
-        byte[] out = a == null || hasNull(a) ? null : narrow(a, size);
+        byte[] out = a == null || hasNull(checked(a, 8, "array<double>")) ? null : narrow(a, size);
         return out != null || error == null ? out : fail(error, shown(a, false));
     }
 
     /** An {@code array<float>} row packed. */
     public static byte[] packFloats(ArrayData a, int size, UTF8String error) {
-        byte[] out = a == null || a.numElements() != size || hasNull(a) ? null : copyFloats(a, size);
+        byte[] out = a == null || a.numElements() != size || hasNull(checked(a, 4, "array<float>")) ? null
+                : copyFloats(a, size);
         return out != null || error == null ? out : fail(error, shown(a, true));
     }
 
@@ -125,13 +126,15 @@ public final class FloatRows {
             return null;
         }
         byte[] out = new byte[4 * size];
+        int previous = -1;
         for (int k = 0; k < nnz; k++) {
             int j = idx.getInt(k);
             float f = (float) values.getDouble(k);
-            if (j < 0 || j >= size || !Float.isFinite(f)) {
-                return null;
+            if (j <= previous || j >= size || nonFinite(Float.floatToRawIntBits(f)) < 0) {
+                return null;  // indices out of range or not strictly increasing, as SparseVector requires
             }
             put(out, j, f);
+            previous = j;
         }
         return out;
     }
@@ -165,6 +168,25 @@ public final class FloatRows {
      */
     private static int nonFinite(int bits) {
         return (bits & EXPONENT) + 0x00800000;
+    }
+
+    /**
+     * {@code a} itself, after checking that an unsafe array's byte size fits elements of {@code elementSize}
+     * bytes: a column of another element type than its {@code kind} says fails here instead of being misread. (An
+     * array of one element cannot tell 4 from 8 bytes: both round up to 8.)
+     */
+    private static ArrayData checked(ArrayData a, int elementSize, String type) {
+        if (a instanceof UnsafeArrayData) {
+            UnsafeArrayData u = (UnsafeArrayData) a;
+            long n = u.numElements();
+            long expected = UnsafeArrayData.calculateHeaderPortionInBytes(u.numElements())
+                    + (elementSize * n + 7) / 8 * 8;
+            if (u.getSizeInBytes() != expected) {
+                throw new IllegalArgumentException("sparkdl FloatRows: the feature column is not " + type + " ("
+                        + u.getSizeInBytes() + " bytes for " + n + " elements); pass the column's own kind");
+            }
+        }
+        return a;
     }
 
     private static boolean hasNull(ArrayData a) {
@@ -204,6 +226,19 @@ public final class FloatRows {
                     : floats ? String.valueOf(a.getFloat(i)) : String.valueOf(a.getDouble(i)));
         }
         return s.append(']').toString();
+    }
+
+    /** A Vector's struct as Spark shows the Vector: {@code [v0,v1,...]} or {@code (size,[indices],[values])}. */
+    private static String shownVector(InternalRow v) {
+        if (v == null) {
+            return "null";
+        }
+        String values = v.isNullAt(3) ? "null" : shown(v.getArray(3), false).replace(", ", ",");
+        if (v.getByte(0) == 1) {
+            return values;
+        }
+        String indices = v.isNullAt(2) ? "null" : Arrays.toString(v.getArray(2).toIntArray()).replace(", ", ",");
+        return "(" + (v.isNullAt(1) ? "null" : String.valueOf(v.getInt(1))) + "," + indices + "," + values + ")";
     }
 
     private static byte[] fail(UTF8String error, String shown) {
