@@ -154,7 +154,7 @@ def bench_master(args) -> dict:
         r["torch_predict_batch_udf_rows_per_s"] = round(_best_rate(job, args.rows, args.repeats), 1)
         xs = x.reshape(len(x), *shape)
         set_num_threads(cores)
-        retain_freed_memory()  # as in the workers: without it LeNet-5's raw forward is ~25% slower here
+        retain_freed_memory()  # as in the workers: without it LeNet-5's raw forward is 18-25% slower
         forward_in_batches(net, xs[:args.batch], args.batch)
         r["raw_rows_per_s"] = round(_best_rate(lambda: forward_in_batches(net, xs, args.batch), args.rows,
                                                args.repeats), 1)
