@@ -93,7 +93,8 @@ def retain_freed_memory() -> bool:
     1,024 rows). By default glibc serves such blocks with ``mmap`` and unmaps them on ``free``, or trims the
     heap, so every batch page-faults in new zeroed memory: measured on the benchmark machine, LeNet-5 scored
     12,100-12,300 rows/s in batches of 1,024 and 15,300-15,500 with this setting, and 10,200-10,400 against
-    12,000-12,400 in a slower phase (the MLP, whose activations are small, is unchanged). The cost is that a worker keeps up to 512 MiB of freed heap for reuse (its peak, at most).
+    12,000-12,400 in a slower phase (the MLP, whose activations are small, is unchanged). The cost is that a
+    worker keeps up to 512 MiB of freed heap for reuse (its peak, at most).
     Called once per Python worker (by :func:`freeze_worker_heap`); a no-op returning False where the C library
     is not glibc.
 

@@ -79,8 +79,8 @@ public final class Bridge {
      * {@code column} (a Vector, dense or sparse, when {@code kind} is "vector"; an {@code array<float>} or
      * {@code array<double>} for "float" or "double") as {@code binary}: each row's {@code size} values as float32,
      * little endian ({@link FloatRows}). Invalid rows (null, another number of values, null elements, NaN or
-     * infinite values, sparse indices out of range or not increasing) become null, or fail the task with {@code error} (its {@code {row}} replaced by the row)
-     * when {@code error} is not null.
+     * infinite values, sparse indices out of range or not increasing) become null, or fail the task with
+     * {@code error} (its {@code {row}} replaced by the row) when {@code error} is not null.
      */
     public static Column floatRows(Column column, String kind, int size, String error) {
         return FloatRows.column(column, kind, size, error);
