@@ -34,15 +34,17 @@ def _executor(**changes):
 def _fake(monkeypatch, *reports):
     calls = []
 
-    def collect(sc):
-        calls.append(sc.applicationId)
+    def collect(sc, session=None):
+        calls.append(sc.applicationId if session is None else ("sql", sc.applicationId))
         return list(reports)
     monkeypatch.setattr(environment, "collect_reports", collect)
     return calls
 
 
-def test_real_executors_report_the_driver_versions(spark, fresh):
-    reports = environment.collect_reports(spark.sparkContext)
+@pytest.mark.parametrize("through", ["rdd", "sql"])
+def test_real_executors_report_the_driver_versions(spark, fresh, through):
+    """Through an RDD job (training) or a SQL Python UDF (transform: the workers of DataFrame stages)."""
+    reports = environment.collect_reports(spark.sparkContext, spark if through == "sql" else None)
     import numba
     import pyarrow
     assert reports
@@ -50,7 +52,9 @@ def test_real_executors_report_the_driver_versions(spark, fresh):
         assert (r.python, r.numpy, r.numba, r.pyarrow, r.sparkdl) == (
             sys.version.split()[0], np.__version__, numba.__version__, pyarrow.__version__, sparkdl.__version__)
         assert r.threading_layer in ("tbb", "workqueue", "omp")
-    environment.check_executor_environment(spark.sparkContext)  # no error
+    assert reports == [environment.EnvironmentReport(*(None if v is None else str(v) for v in (
+        r.host, r.python, r.numpy, r.numba, r.pyarrow, r.sparkdl, r.threading_layer))) for r in reports]
+    environment.check_executor_environment(spark.sparkContext, spark if through == "sql" else None)  # no error
 
 
 def test_runs_once_per_application(spark, fresh, monkeypatch):
@@ -130,7 +134,7 @@ def test_distributed_trainer_fit_refuses_before_training(spark, fresh, monkeypat
 
 
 def test_ml_fit_and_transform_refuse(spark, fresh, monkeypatch):
-    _fake(monkeypatch, _executor(sparkdl="0.0.9"))
+    calls = _fake(monkeypatch, _executor(sparkdl="0.0.9"))
     df = spark.createDataFrame([(Vectors.dense([0.0, 1.0]), float(i % 2)) for i in range(8)], ["features", "label"])
     net = models.mlp(in_features=2, hidden=(4,), num_classes=2)
     with pytest.raises(ExecutorEnvironmentError, match="0.0.9"):
@@ -138,4 +142,15 @@ def test_ml_fit_and_transform_refuse(spark, fresh, monkeypatch):
     model = DLClassificationModel(net.initialize(0)).setFeatureShape([2])
     with pytest.raises(ExecutorEnvironmentError, match="0.0.9"):
         model.transform(df)
+    # fit checks through an RDD job (it trains through RDDs); transform through the SQL workers it then uses
+    assert calls == [spark.sparkContext.applicationId]
+
+
+def test_transform_checks_through_the_workers_of_sql_jobs(spark, fresh, monkeypatch):
+    calls = _fake(monkeypatch, _executor(sparkdl="0.0.9"))
+    df = spark.createDataFrame([(Vectors.dense([0.0, 1.0]),)], ["features"])
+    model = DLClassificationModel(models.mlp(in_features=2, hidden=(4,), num_classes=2).initialize(0))
+    with pytest.raises(ExecutorEnvironmentError, match="0.0.9"):
+        model.setFeatureShape([2]).transform(df)
+    assert calls == [("sql", spark.sparkContext.applicationId)]
 

@@ -67,3 +67,23 @@ def test_spark_defaults_file_syntax_and_location(monkeypatch, tmp_path):
     (tmp_path / "conf").mkdir()
     (tmp_path / "conf" / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -Dstray=1\n")
     assert "-Dstray=1" not in _defaults_file().get(JIT, "")
+
+
+def test_local_sessions_whose_workers_run_this_interpreter_use_sparkdls_daemon(monkeypatch):
+    from sparkdl.engine.session import DAEMON_CONF
+    key = "spark.python.daemon.module"
+    assert DAEMON_CONF == {key: "sparkdl.daemon"}
+    monkeypatch.setenv("PYSPARK_PYTHON", "recorded")
+    monkeypatch.delenv("PYSPARK_PYTHON")
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    for master in (None, "local[2]", "local-cluster[2,1,1024]"):
+        assert _settings(master, None, False)[key] == "sparkdl.daemon"
+    assert key not in _settings("spark://host:7077", None, False)  # the executors' Python may lack sparkdl
+    assert key not in _settings("local[2]", {"spark.pyspark.python": "/opt/py/bin/python"}, False)
+    assert _settings("local[2]", {key: "pyspark.daemon"}, False)[key] == "pyspark.daemon"  # the caller's wins
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/py/bin/python")  # another interpreter: pyspark's own daemon
+    assert key not in _settings("local[2]", None, False)
+    monkeypatch.delenv("PYSPARK_PYTHON")
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")  # spark-submit chose the workers' Python
+    monkeypatch.setattr("sparkdl.jvm.submitted_conf", {"spark.master": "local[2]"}.get)
+    assert key not in _settings(None, None, False)

@@ -12,6 +12,10 @@ A difference there raises :class:`ExecutorEnvironmentError` with a table of driv
 differences (numba, pyarrow, the threading layer) change no result; a numba or pyarrow difference is logged as
 a warning with the same table.
 
+The job of a DataFrame stage (``transform``) runs through a SQL Python UDF, the others' through an RDD: Spark
+keeps separate Python workers (a separate daemon) for the two, so the check warms the very workers the stage's
+first job then uses (their imports of numpy, numba, pyarrow and sparkdl), instead of starting a second set.
+
 The check runs once per application (per ``SparkContext.applicationId``); its outcome, error included, is
 remembered in :data:`_RESULTS`. Testing seam: :func:`collect_reports` is the only function that runs a Spark job;
 tests replace it (``monkeypatch.setattr(environment, "collect_reports", ...)``) to simulate executors with other
@@ -82,14 +86,28 @@ def driver_report() -> EnvironmentReport:
     return EnvironmentReport(*_reporter()())
 
 
-def collect_reports(sc) -> list[EnvironmentReport]:
+def _sql_reports(session, n: int) -> set:
+    """The reports of one SQL job of ``n`` tasks, through a Python UDF (as tuples)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, StringType
+    report = _reporter()
+
+    def strings(i):  # a closure over report only: shipped by value like it
+        return [None if v is None else str(v) for v in report(i)]
+    rows = session.range(0, n, 1, n).select(F.udf(strings, ArrayType(StringType()))("id")).collect()
+    return {tuple(r[0]) for r in rows}
+
+
+def collect_reports(sc, session=None) -> list[EnvironmentReport]:
     """The distinct reports of the Python workers reached by one job of ``min(defaultParallelism, MAX_TASKS)``
-    tasks (one small job; the testing seam of this module)."""
+    tasks (one small job; the testing seam of this module): an RDD job, or with ``session`` (a SparkSession) a
+    SQL job through a Python UDF, which reaches the Python workers of DataFrame stages."""
     n = max(1, min(int(sc.defaultParallelism), MAX_TASKS))
     previous = sc.getLocalProperty("spark.job.description")
     sc.setJobDescription("sparkdl: executor environment check")
     try:
-        rows = set(sc.parallelize(range(n), n).map(_reporter()).collect())
+        rows = _sql_reports(session, n) if session is not None else set(
+            sc.parallelize(range(n), n).map(_reporter()).collect())
     finally:
         sc.setJobDescription(previous)
     return [EnvironmentReport(*row) for row in sorted(rows, key=lambda r: tuple(map(str, r)))]
@@ -141,8 +159,9 @@ def compare_environments(driver: EnvironmentReport, executors) -> tuple[str | No
     return None, None
 
 
-def check_executor_environment(sc) -> None:
-    """Compare the executors' environment with the driver's, once per application.
+def check_executor_environment(sc, session=None) -> None:
+    """Compare the executors' environment with the driver's, once per application (through the Python workers
+    of SQL jobs when ``session``, a SparkSession, is given: see :func:`collect_reports`).
 
     Raises
     ------
@@ -152,7 +171,7 @@ def check_executor_environment(sc) -> None:
     """
     key = sc.applicationId
     if key not in _RESULTS:
-        error, warning = compare_environments(driver_report(), collect_reports(sc))
+        error, warning = compare_environments(driver_report(), collect_reports(sc, session))
         if warning:
             log.warning("sparkdl: %s", warning)
         _RESULTS[key] = ExecutorEnvironmentError(error) if error else None

@@ -13,7 +13,8 @@ from pyspark.sql import SparkSession
 
 from sparkdl.jvm import jar_path
 
-__all__ = ["RECOMMENDED_CONF", "LOCAL_TRAINING_CONF", "get_or_create_session", "default_numba_cache_dir"]
+__all__ = ["RECOMMENDED_CONF", "LOCAL_TRAINING_CONF", "DAEMON_CONF", "get_or_create_session",
+           "default_numba_cache_dir"]
 
 #: Spark settings applied to sessions sparkdl creates (measured in bench/engine.py; see bench/RESULTS.md).
 RECOMMENDED_CONF = {
@@ -52,6 +53,19 @@ RECOMMENDED_CONF = {
 #: work slower — Spark's Arrow conversion of ``array<float>`` columns ran at half speed —, so sessions that
 #: also transform or query keep the default JIT.
 LOCAL_TRAINING_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
+
+
+#: Added for a new session on a local master whose Python workers run this interpreter (``PYSPARK_PYTHON``
+#: unset, not launched by spark-submit): :mod:`sparkdl.daemon` prepares the daemon that forks the workers (first
+#: ``transform`` of an MLP on ``local[2]``: 8.9-9.0 s -> 6.8 s, bench/RESULTS.md). On a cluster whose executors
+#: have sparkdl installed, set the same key.
+DAEMON_CONF = {"spark.python.daemon.module": "sparkdl.daemon"}
+
+
+def _workers_run_this_python(master: str | None) -> bool:
+    """Whether a new session's Python workers will run this interpreter (see :func:`_default_worker_python`)."""
+    return (master or "local").startswith("local") and "PYSPARK_PYTHON" not in os.environ \
+        and "PYSPARK_GATEWAY_PORT" not in os.environ
 
 
 def default_numba_cache_dir() -> str:
@@ -106,6 +120,8 @@ def _settings(master: str | None, conf: dict | None, training: bool) -> dict:
         defaults = _defaults_file()
         for key, value in LOCAL_TRAINING_CONF.items():  # appended to a spark-defaults.conf value, not replacing it
             settings[key] = " ".join(v for v in (defaults.get(key), value) if v)
+    if _workers_run_this_python(master) and "spark.pyspark.python" not in (conf or {}):
+        settings.update(DAEMON_CONF)
     if not local:
         # Remote executors may not be able to write next to an installed package: give numba a
         # writable cache. (Local executors share the driver's cache, so kernels compile once.)
@@ -127,8 +143,7 @@ def _default_worker_python(master: str | None):
     interpreter (with its packages, e.g. a virtual environment's numba) instead of leaving the workers to the
     first ``python3`` on the PATH — unless it already names one. PySpark reads it once, when the SparkContext
     starts; it is unset again afterwards, so a later session on a cluster is not sent this machine's path."""
-    if "PYSPARK_PYTHON" in os.environ or not (master or "local").startswith("local") \
-            or "PYSPARK_GATEWAY_PORT" in os.environ:
+    if not _workers_run_this_python(master):
         yield
         return
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -159,7 +174,8 @@ def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", 
     Notes
     -----
     A new session on a local master starts its Python workers with this interpreter when ``PYSPARK_PYTHON`` is
-    unset, so they import the same packages as the driver (a virtual environment need not be activated).
+    unset, so they import the same packages as the driver (a virtual environment need not be activated), and
+    through :mod:`sparkdl.daemon` (:data:`DAEMON_CONF`), which does their common imports once.
     """
     active = SparkSession.getActiveSession()
     if active is not None:

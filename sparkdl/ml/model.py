@@ -225,7 +225,7 @@ class DLModelBase(Model, DLParams, DLWritable, DLReadable):
             if out in schema.fieldNames():
                 raise ValueError(f"{stage}: output column {out!r} already exists; set the output column Params "
                                  "(predictionCol, ...) to new names")
-        check_executor_environment(dataset.sparkSession.sparkContext)
+        check_executor_environment(dataset.sparkSession.sparkContext, dataset.sparkSession)
         handle = self.getHandleInvalid()
         df = dataset
         if handle == "skip":

@@ -1,0 +1,95 @@
+"""The Python daemon of executors that run sparkdl: pyspark's own daemon, started after one-time preparation.
+
+Spark starts one daemon per executor (``python -m <spark.python.daemon.module>``, default ``pyspark.daemon``) and
+the daemon forks a Python worker per task slot. Every worker then imports what its tasks need. With sparkdl that
+was ~3 s of CPU per worker before the first row was scored (measured with py-spy on the benchmark machine, MLP
+``transform`` on ``local[2]``), most of it import work that is the same in every worker. Sessions sparkdl creates
+on a local master set ``spark.python.daemon.module=sparkdl.daemon`` (:data:`sparkdl.engine.session.DAEMON_CONF`);
+on a cluster, set it when sparkdl is installed in the executors' Python. Before running pyspark's daemon
+unchanged, this module
+
+1. imports pyspark from its installed package instead of ``<pyspark>/python/lib/pyspark.zip``, when that zip
+   belongs to the very installation Python would import otherwise (so the code is the same). Spark puts the zip
+   first on the workers' ``PYTHONPATH``; Python compiles every module imported from a zip from source, in every
+   process (a zip holds no bytecode cache), and each worker re-read the zip's 1,500-entry directory when pyspark
+   added the task's file directory to ``sys.path`` (``importlib.invalidate_caches``): ~1.5 s per worker;
+2. imports, once, modules that start no thread: pyspark's worker, numpy, numba with its compiler's target
+   context, and sparkdl's layers, kernels, optimizers and engine. Forked workers inherit them. pyarrow and pandas
+   are not imported here: they start threads when imported, and a process that forks must have none (pyspark's
+   daemon imports even its worker module after the fork for that reason). numba's parallel kernels are not run
+   here either, for the same reason (the threading layer starts its threads on the first run);
+3. freezes the garbage collector's view of what is loaded (:func:`gc.freeze`), so that the workers' collections
+   never touch these objects and their memory pages stay shared with the daemon.
+
+A failure of step 2 (an import error in a broken environment) is reported on stderr and the daemon runs
+anyway: the task that needs the module then fails with the error, where Spark shows it.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["prefer_installed_pyspark", "preload", "main"]
+
+#: Imported by :func:`preload`; none of them imports pyarrow or pandas (tests/test_daemon.py checks).
+PRELOADED = ("pyspark.worker", "sparkdl.nn", "sparkdl.optim", "sparkdl.engine", "sparkdl.io")
+
+
+def _is_spark_core_jar(path: str) -> bool:
+    name = os.path.basename(path)
+    return name.startswith("spark-core_") and name.endswith(".jar")
+
+
+def prefer_installed_pyspark() -> list[str]:
+    """Take Spark's ``pyspark.zip`` off ``sys.path`` when it lies inside the pyspark package found on the rest
+    of ``sys.path`` (``<package>/python/lib/pyspark.zip``, as in a pip install), together with the
+    ``spark-core_*.jar`` Spark also puts there as a place pyspark may be found (a zip too: its 10,000-entry
+    directory was re-read by every worker). Returns the entries removed: none when pyspark is already imported or
+    the zip is the only pyspark (a Spark distribution without a pip install)."""
+    import importlib.machinery
+
+    if any(m == "pyspark" or m.startswith("pyspark.") for m in sys.modules):
+        return []
+    zips = [p for p in sys.path if os.path.basename(p) == "pyspark.zip"]
+    spec = importlib.machinery.PathFinder.find_spec("pyspark", [p for p in sys.path if p not in zips])
+    if not zips or spec is None or not spec.submodule_search_locations:
+        return []
+    own = os.path.join(os.path.realpath(list(spec.submodule_search_locations)[0]), "python", "lib", "pyspark.zip")
+    if not any(os.path.realpath(z) == own for z in zips):
+        return []
+    removed = [p for p in sys.path if os.path.realpath(p) == own or _is_spark_core_jar(p)]
+    sys.path[:] = [p for p in sys.path if p not in removed]
+    for p in removed:
+        sys.path_importer_cache.pop(p, None)
+    return removed
+
+
+def preload() -> None:
+    """Import :data:`PRELOADED` and set up numba's compiler (its typing and target contexts, loaded lazily by
+    the first compilation or cache load of a process), then :func:`gc.freeze`."""
+    import gc
+    import importlib
+
+    for name in PRELOADED:
+        importlib.import_module(name)
+    from numba.core.registry import cpu_target
+    cpu_target.target_context.refresh()
+    cpu_target.typing_context.refresh()
+    gc.collect()
+    gc.freeze()
+
+
+def main() -> None:
+    """Prepare (:func:`prefer_installed_pyspark`, :func:`preload`), then run ``pyspark.daemon.manager``."""
+    prefer_installed_pyspark()
+    try:
+        preload()
+    except Exception as e:  # the daemon must start: the tasks report what is broken
+        print(f"sparkdl.daemon: preloading failed, workers import on demand: {type(e).__name__}: {e}",
+              file=sys.stderr, flush=True)
+    from pyspark.daemon import manager
+    manager()
+
+
+if __name__ == "__main__":
+    main()
