@@ -17,7 +17,7 @@ import sys
 import tempfile
 import zipfile
 
-__all__ = ["JAR_NAME", "build_jar", "find_javac", "pyspark_jars_dir"]
+__all__ = ["JAR_NAME", "build_jar", "find_javac", "pyspark_jars_dir", "sources_digest"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCES = os.path.join(ROOT, "jvm_bridge", "src", "main", "java")
@@ -66,11 +66,25 @@ def sparkdl_version() -> str:
     return match.group(1)
 
 
-def _sources() -> list[str]:
+def _sources(root: str = SOURCES) -> list[str]:
     found = []
-    for base, _, files in os.walk(SOURCES):
+    for base, _, files in os.walk(root):
         found += [os.path.join(base, f) for f in files if f.endswith(".java")]
     return sorted(found)
+
+
+def sources_digest(root: str = SOURCES) -> str:
+    """SHA-256 (hex) of the Java sources under ``root``: their paths relative to it and their bytes. Written into
+    the jar (``sources=`` in its properties), so that a source checkout can tell a jar built from other sources
+    (:func:`sparkdl.jvm.bridge` refuses it) although the sparkdl version is the same."""
+    import hashlib
+    h = hashlib.sha256()
+    for path in _sources(root):
+        with open(path, "rb") as f:
+            data = f.read()
+        rel = os.path.relpath(path, root).replace(os.sep, "/").encode()
+        h.update(len(rel).to_bytes(4, "little") + rel + len(data).to_bytes(8, "little") + data)
+    return h.hexdigest()
 
 
 def build_jar(out_dir: str) -> str:
@@ -96,7 +110,7 @@ def build_jar(out_dir: str) -> str:
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
             z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nImplementation-Title: sparkdl-bridge\r\n"
                                                f"Implementation-Version: {version}\r\n\r\n")
-            z.writestr(PROPERTIES, f"version={version}\n")
+            z.writestr(PROPERTIES, f"version={version}\nsources={sources_digest()}\n")
             for base, _, files in os.walk(classes):
                 for f in sorted(files):
                     path = os.path.join(base, f)

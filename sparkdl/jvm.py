@@ -1,4 +1,4 @@
-"""The one module that talks to Spark's JVM through py4j (DESIGN.md: one narrow door).
+"""The one module that talks to Spark's JVM through py4j (docs/architecture.md: one narrow door).
 
 Everything here uses only Spark's public JVM API; nothing is placed in Spark's own packages. sparkdl's own JVM
 code (``jvm_bridge/``, shipped as :func:`jar_path`) is reached through :func:`bridge`, which returns its one
@@ -45,6 +45,30 @@ def _how_to_add() -> str:
             "path). Sessions created by sparkdl.engine.get_or_create_session add it themselves.")
 
 
+def _stale_checkout_jar() -> str | None:
+    """In a source checkout (``jvm_bridge/build.py`` next to the package): why :func:`jar_path` was not built from
+    the checkout's Java sources (they were edited or updated since the last build), else ``None``. An installed
+    package has no sources to compare with."""
+    import importlib.util
+    import zipfile
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    build = os.path.join(root, "jvm_bridge", "build.py")
+    if not os.path.isfile(build) or not os.path.isfile(jar_path()):
+        return None
+    spec = importlib.util.spec_from_file_location("sparkdl_jvm_bridge_build", build)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        with zipfile.ZipFile(jar_path()) as z:
+            props = dict(line.split("=", 1) for line in z.read(module.PROPERTIES).decode().splitlines() if "=" in line)
+    except (OSError, KeyError, zipfile.BadZipFile) as e:
+        return f"{jar_path()} cannot be read ({e})"
+    if props.get("sources") != module.sources_digest():
+        return (f"{jar_path()} was built from other Java sources than this checkout's jvm_bridge/ (edited or "
+                "updated since the last build)")
+    return None
+
+
 def bridge(sc):
     """The JVM façade class ``org.sparkdl.bridge.Bridge`` (a py4j ``JavaClass``: call its static methods).
 
@@ -56,11 +80,16 @@ def bridge(sc):
     ------
     BridgeMissingError
         If the driver JVM cannot load the class, or it reports another sparkdl version than this one; the
-        message names the line to add to the session (``--jars <path>`` / ``spark.jars``).
+        message names the line to add to the session (``--jars <path>`` / ``spark.jars``). In a source checkout,
+        also if the jar was built from other Java sources than the checkout's (rebuild it).
     """
     cls = _bridges.get(sc)
     if cls is not None:
         return cls
+    stale = _stale_checkout_jar()
+    if stale:
+        raise BridgeMissingError(f"{stale}: rebuild it with 'python jvm_bridge/build.py' (or 'pip install -e .') and "
+                                 "restart the Spark session (a running JVM keeps the classes it loaded).")
     from py4j.java_gateway import JavaClass
 
     from sparkdl import __version__

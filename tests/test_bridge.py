@@ -2,6 +2,7 @@
 and a session without it gets an error naming the line to add."""
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -26,7 +27,8 @@ def test_jar_is_built_into_the_package():
     with zipfile.ZipFile(path) as z:
         names = set(z.namelist())
         assert "org/sparkdl/bridge/Bridge.class" in names
-        assert z.read("org/sparkdl/bridge/bridge.properties").decode() == f"version={sparkdl.__version__}\n"
+        props = z.read("org/sparkdl/bridge/bridge.properties").decode()
+    assert re.fullmatch(rf"version={re.escape(sparkdl.__version__)}\nsources=[0-9a-f]{{64}}\n", props)
 
 
 def test_version_on_driver_and_tasks_local(spark):
@@ -81,3 +83,47 @@ def test_with_bridge_jar_appends_once(monkeypatch, tmp_path, jars, expected):
     monkeypatch.setattr(session, "jar_path", lambda: str(jar))
     got = session._with_bridge_jar(jars.replace("J", str(jar)) if jars else jars)
     assert got.split(",") == [e.replace("J", str(jar)) for e in expected]
+
+
+def _jar_with_properties(tmp_path, text: str) -> str:
+    """A copy of the built jar whose bridge.properties reads ``text``."""
+    copy = tmp_path / "sparkdl-bridge.jar"
+    with zipfile.ZipFile(jvm.jar_path()) as src, zipfile.ZipFile(copy, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item.filename)
+            dst.writestr(item, text.encode() if item.filename.endswith("bridge.properties") else data)
+    return str(copy)
+
+
+def test_a_jar_built_from_other_sources_is_refused_in_a_source_checkout(spark, monkeypatch, tmp_path):
+    """Same sparkdl version, other Java sources (a checkout edited or updated without rebuilding): refused
+    before any JVM call, with the command that rebuilds it; the jar built from the checkout is accepted."""
+    assert jvm._stale_checkout_jar() is None
+    stale = _jar_with_properties(tmp_path, f"version={sparkdl.__version__}\nsources={'0' * 64}\n")
+    monkeypatch.setattr(jvm, "jar_path", lambda: stale)
+    monkeypatch.setattr(jvm, "_bridges", __import__("weakref").WeakKeyDictionary())
+    with pytest.raises(jvm.BridgeMissingError, match=r"other Java sources .* 'python jvm_bridge/build.py'"):
+        jvm.bridge(spark.sparkContext)
+    older = _jar_with_properties(tmp_path / "..", f"version={sparkdl.__version__}\n")  # built before the digest
+    monkeypatch.setattr(jvm, "jar_path", lambda: older)
+    assert "other Java sources" in jvm._stale_checkout_jar()
+
+
+def test_sources_digest_changes_with_any_edit(tmp_path):
+    import importlib.util
+    import shutil
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location("build", os.path.join(root, "jvm_bridge", "build.py"))
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    src = tmp_path / "java"
+    shutil.copytree(build.SOURCES, src)
+    first = build.sources_digest(str(src))
+    assert first == build.sources_digest() and len(first) == 64
+    java = src / "org" / "sparkdl" / "bridge" / "FloatRows.java"
+    java.write_text(java.read_text() + "\n")
+    assert build.sources_digest(str(src)) != first
+    java.write_text(java.read_text()[:-1])
+    assert build.sources_digest(str(src)) == first
+    java.rename(java.with_name("FloatRows2.java"))
+    assert build.sources_digest(str(src)) != first
