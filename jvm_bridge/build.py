@@ -76,7 +76,8 @@ def _sources(root: str = SOURCES) -> list[str]:
 def sources_digest(root: str = SOURCES) -> str:
     """SHA-256 (hex) of the Java sources under ``root``: their paths relative to it and their bytes. Written into
     the jar (``sources=`` in its properties), so that a source checkout can tell a jar built from other sources
-    (:func:`sparkdl.jvm.bridge` refuses it) although the sparkdl version is the same."""
+    (:func:`sparkdl.jvm.bridge` refuses it) although the sparkdl version is the same. It does not cover the pyspark
+    jars compiled against: an upgraded pyspark is noticed by a fresh install (``pip install -e .``) only."""
     import hashlib
     h = hashlib.sha256()
     for path in _sources(root):
@@ -98,6 +99,7 @@ def build_jar(out_dir: str) -> str:
     javac = find_javac()
     classpath = os.path.join(pyspark_jars_dir(), "*")
     version = sparkdl_version()
+    digest = sources_digest()  # before compiling: an edit during the build must not pass as built
     os.makedirs(out_dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="sparkdl-bridge-") as classes:
         cmd = [javac, "--release", "17", "-nowarn", "-encoding", "UTF-8", "-cp", classpath, "-d", classes, *_sources()]
@@ -110,7 +112,7 @@ def build_jar(out_dir: str) -> str:
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
             z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nImplementation-Title: sparkdl-bridge\r\n"
                                                f"Implementation-Version: {version}\r\n\r\n")
-            z.writestr(PROPERTIES, f"version={version}\nsources={sources_digest()}\n")
+            z.writestr(PROPERTIES, f"version={version}\nsources={digest}\n")
             for base, _, files in os.walk(classes):
                 for f in sorted(files):
                     path = os.path.join(base, f)

@@ -13,15 +13,24 @@ unchanged, this module
    first on the workers' ``PYTHONPATH``; Python compiles every module imported from a zip from source, in every
    process (a zip holds no bytecode cache), and each worker re-read the zip's 1,500-entry directory when pyspark
    added the task's file directory to ``sys.path`` (``importlib.invalidate_caches``): ~1.5 s per worker;
-2. imports, once, modules that start no thread: pyspark's worker, numpy, numba with its compiler's target
-   context, and sparkdl's layers, kernels, optimizers and engine. Forked workers inherit them. pyarrow and pandas
-   are not imported here: they start threads when imported, and a process that forks must have none (pyspark's
-   daemon imports even its worker module after the fork for that reason). numba's parallel kernels are not run
-   here either, for the same reason (the threading layer starts its threads on the first run);
+2. imports, once, modules that start no thread of their own: pyspark's worker, numpy, numba with its compiler's
+   target context, and sparkdl's layers, kernels, optimizers and engine. Forked workers inherit them. The only
+   threads alive at the fork are the pools of the two BLAS libraries (numpy's and SciPy's OpenBLAS), which stop
+   and restart around ``fork`` themselves (``pthread_atfork``), as in any forking server that imported numpy.
+   pyarrow and pandas are not imported here: they start threads of their own when imported (pyspark's daemon
+   imports even its worker module after the fork for that reason). numba's parallel kernels are not run here
+   either: the threading layer starts its threads on the first run;
 3. freezes the garbage collector's view of what is loaded (:func:`gc.freeze`), so that the workers' collections
-   never touch these objects and their memory pages stay shared with the daemon.
+   skip these objects (pages are still copied when reference counts change).
 
-A failure of step 2 (an import error in a broken environment) is reported on stderr and the daemon runs
+Effects beyond sparkdl's own tasks, on every Python worker of the session: ``sparkdl.config`` sets
+``OMP_WAIT_POLICY=PASSIVE`` and ``NUMBA_THREADING_LAYER`` (unless already set); modules preloaded here (numpy,
+numba, SciPy, pyspark, sparkdl) cannot be replaced by a different copy shipped with ``--py-files``; each daemon
+holds ~135 MB more (164 against 30 MB RSS, measured), shared with its workers until they write to it.
+
+The daemon starts only if ``sparkdl`` imports (``python -m sparkdl.daemon`` runs ``sparkdl/__init__``, and with it
+``sparkdl.config``, before :func:`main`), which is why sessions set it only where a fresh interpreter finds this
+sparkdl. A failure of step 2 (an import error in a broken environment) is reported on stderr and the daemon runs
 anyway: the task that needs the module then fails with the error, where Spark shows it.
 """
 from __future__ import annotations
@@ -43,7 +52,7 @@ def _is_spark_core_jar(path: str) -> bool:
 def prefer_installed_pyspark() -> list[str]:
     """Take Spark's ``pyspark.zip`` off ``sys.path`` when it lies inside the pyspark package found on the rest
     of ``sys.path`` (``<package>/python/lib/pyspark.zip``, as in a pip install), together with the
-    ``spark-core_*.jar`` Spark also puts there as a place pyspark may be found (a zip too: its 10,000-entry
+    ``spark-core_*.jar`` Spark also puts there as a place pyspark may be found (a zip too: its ~6,000-entry
     directory was re-read by every worker). Returns the entries removed: none when pyspark is already imported or
     the zip is the only pyspark (a Spark distribution without a pip install)."""
     import importlib.machinery

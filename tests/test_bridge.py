@@ -104,7 +104,8 @@ def test_a_jar_built_from_other_sources_is_refused_in_a_source_checkout(spark, m
     monkeypatch.setattr(jvm, "_bridges", __import__("weakref").WeakKeyDictionary())
     with pytest.raises(jvm.BridgeMissingError, match=r"other Java sources .* 'python jvm_bridge/build.py'"):
         jvm.bridge(spark.sparkContext)
-    older = _jar_with_properties(tmp_path / "..", f"version={sparkdl.__version__}\n")  # built before the digest
+    (tmp_path / "older").mkdir()
+    older = _jar_with_properties(tmp_path / "older", f"version={sparkdl.__version__}\n")  # built before the digest
     monkeypatch.setattr(jvm, "jar_path", lambda: older)
     assert "other Java sources" in jvm._stale_checkout_jar()
 

@@ -79,7 +79,9 @@ def test_local_sessions_whose_workers_run_this_interpreter_use_sparkdls_daemon(m
     for master in (None, "local[2]", "local-cluster[2,1,1024]"):
         assert _settings(master, None, False)[key] == "sparkdl.daemon"
     assert key not in _settings("spark://host:7077", None, False)  # the executors' Python may lack sparkdl
-    assert key not in _settings("local[2]", {"spark.pyspark.python": "/opt/py/bin/python"}, False)
+    assert key not in _settings(None, {"spark.master": "yarn"}, False)  # the builder's conf wins over .master()
+    for other in ("spark.pyspark.python", "spark.sql.execution.pyspark.python"):
+        assert key not in _settings("local[2]", {other: "/opt/py/bin/python"}, False)
     assert _settings("local[2]", {key: "pyspark.daemon"}, False)[key] == "pyspark.daemon"  # the caller's wins
     monkeypatch.setenv("PYSPARK_PYTHON", "/opt/py/bin/python")  # another interpreter: pyspark's own daemon
     assert key not in _settings("local[2]", None, False)
@@ -87,3 +89,17 @@ def test_local_sessions_whose_workers_run_this_interpreter_use_sparkdls_daemon(m
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")  # spark-submit chose the workers' Python
     monkeypatch.setattr("sparkdl.jvm.submitted_conf", {"spark.master": "local[2]"}.get)
     assert key not in _settings(None, None, False)
+
+
+def test_no_daemon_when_fresh_workers_would_not_find_this_sparkdl(monkeypatch):
+    """A driver that imported sparkdl only through its own sys.path (a notebook's sys.path.insert): a fresh
+    interpreter finds another sparkdl or none, so ``python -m sparkdl.daemon`` could fail every Python job."""
+    import sparkdl
+    from sparkdl.engine.session import _workers_find_this_sparkdl
+    monkeypatch.setenv("PYSPARK_PYTHON", "recorded")
+    monkeypatch.delenv("PYSPARK_PYTHON")
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    assert _workers_find_this_sparkdl()
+    monkeypatch.setattr(sparkdl, "__file__", "/elsewhere/sparkdl/__init__.py")
+    assert not _workers_find_this_sparkdl()
+    assert "spark.python.daemon.module" not in _settings("local[2]", None, False)

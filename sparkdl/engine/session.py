@@ -56,16 +56,36 @@ LOCAL_TRAINING_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1
 
 
 #: Added for a new session on a local master whose Python workers run this interpreter (``PYSPARK_PYTHON``
-#: unset, not launched by spark-submit): :mod:`sparkdl.daemon` prepares the daemon that forks the workers (first
-#: ``transform`` of an MLP on ``local[2]``: 8.9-9.0 s -> 6.8 s, bench/RESULTS.md). On a cluster whose executors
-#: have sparkdl installed, set the same key.
+#: unset, not launched by spark-submit) and find this sparkdl: :mod:`sparkdl.daemon` prepares the daemon that forks
+#: the workers (set-up of the first ``transform``: 8.4-9.7 s -> 4.4-5.9 s on local masters, bench/RESULTS.md).
+#: On a cluster whose executors have sparkdl installed, set the same key.
 DAEMON_CONF = {"spark.python.daemon.module": "sparkdl.daemon"}
+
+#: Keys that choose another interpreter for the workers (of all jobs, or of SQL jobs).
+_WORKER_PYTHON_KEYS = ("spark.pyspark.python", "spark.sql.execution.pyspark.python")
 
 
 def _workers_run_this_python(master: str | None) -> bool:
     """Whether a new session's Python workers will run this interpreter (see :func:`_default_worker_python`)."""
     return (master or "local").startswith("local") and "PYSPARK_PYTHON" not in os.environ \
         and "PYSPARK_GATEWAY_PORT" not in os.environ
+
+
+def _workers_find_this_sparkdl() -> bool:
+    """Whether a fresh process of this interpreter, started here with this environment (as local Python workers
+    are), finds the sparkdl package this process runs: not when the driver found it only through its own
+    ``sys.path`` changes (a notebook's ``sys.path.insert``). Then ``python -m sparkdl.daemon`` would fail, and with
+    it every Python job of the session. One short subprocess (no import, only the lookup)."""
+    import subprocess
+
+    import sparkdl
+    code = "import importlib.util as u; s = u.find_spec('sparkdl'); print(s.origin if s else '')"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    found = out.stdout.strip()
+    return out.returncode == 0 and bool(found) and os.path.realpath(found) == os.path.realpath(sparkdl.__file__)
 
 
 def default_numba_cache_dir() -> str:
@@ -111,6 +131,7 @@ def _defaults_file() -> dict:
 def _settings(master: str | None, conf: dict | None, training: bool) -> dict:
     """The configuration of a new session (see :func:`get_or_create_session`)."""
     settings = dict(RECOMMENDED_CONF)
+    master = (conf or {}).get("spark.master", master)  # the builder applies conf after .master(): conf wins
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # the JVM already runs: JVM options cannot apply
     if master is None and submitted:
         from sparkdl.jvm import submitted_conf
@@ -120,7 +141,8 @@ def _settings(master: str | None, conf: dict | None, training: bool) -> dict:
         defaults = _defaults_file()
         for key, value in LOCAL_TRAINING_CONF.items():  # appended to a spark-defaults.conf value, not replacing it
             settings[key] = " ".join(v for v in (defaults.get(key), value) if v)
-    if _workers_run_this_python(master) and "spark.pyspark.python" not in (conf or {}):
+    if _workers_run_this_python(master) and not any(k in (conf or {}) for k in _WORKER_PYTHON_KEYS) \
+            and "spark.python.daemon.module" not in (conf or {}) and _workers_find_this_sparkdl():
         settings.update(DAEMON_CONF)
     if not local:
         # Remote executors may not be able to write next to an installed package: give numba a
@@ -186,5 +208,5 @@ def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", 
     settings = _settings(master, conf, training)
     for k, v in settings.items():
         builder = builder.config(k, v)
-    with _default_worker_python(master):
+    with _default_worker_python((conf or {}).get("spark.master", master)):
         return builder.getOrCreate()
