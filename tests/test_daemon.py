@@ -82,3 +82,33 @@ def test_the_sessions_workers_are_forked_by_it(spark):
     from pyspark.sql.types import StringType
     row = spark.range(1).select(F.udf(lambda _: repr(where(_)), StringType())("id")).first()[0]
     assert row == repr((pyspark.__file__, True, False))
+
+
+def test_a_worker_whose_jvm_hung_up_exits_without_a_traceback():
+    """At a session's end Spark closes idle workers' connections before stopping the daemon: their failed flush
+    must not print a traceback into the driver's log; the worker still exits (code 1, not reused). Other errors
+    still propagate to pyspark's daemon, which prints them."""
+    import pytest
+
+    from sparkdl.daemon import quiet_when_the_jvm_hung_up
+
+    def hung_up(sock, authenticated):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def reset(sock, authenticated):
+        raise ConnectionResetError(104, "Connection reset by peer")
+
+    def broken(sock, authenticated):
+        raise ValueError("a real bug")
+    assert quiet_when_the_jvm_hung_up(hung_up)(None, True) == 1
+    assert quiet_when_the_jvm_hung_up(reset)(None, True) == 1
+    assert quiet_when_the_jvm_hung_up(lambda s, a: 0)(None, True) == 0
+    with pytest.raises(ValueError, match="a real bug"):
+        quiet_when_the_jvm_hung_up(broken)(None, True)
+
+
+def test_main_wraps_pysparks_worker_function():
+    lines = _run("import sparkdl.daemon as d, pyspark.daemon\noriginal = pyspark.daemon.worker\n"
+                 "pyspark.daemon.manager = lambda: print(pyspark.daemon.worker is not original, "
+                 "pyspark.daemon.worker.__qualname__)\nd.main()", [])
+    assert lines == ["True quiet_when_the_jvm_hung_up.<locals>.run"]
