@@ -7,6 +7,7 @@ façade class ``org.sparkdl.bridge.Bridge``. ``python -m sparkdl.jvm`` prints th
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import tempfile
 import weakref
@@ -45,19 +46,28 @@ def _how_to_add() -> str:
             "path). Sessions created by sparkdl.engine.get_or_create_session add it themselves.")
 
 
-def _stale_checkout_jar() -> str | None:
-    """In a source checkout (``jvm_bridge/build.py`` next to the package): why :func:`jar_path` was not built from
-    the checkout's Java sources (they were edited or updated since the last build), else ``None``. An installed
-    package has no sources to compare with."""
+@functools.lru_cache(maxsize=1)
+def _checkout_build_module():
+    """``jvm_bridge/build.py`` of the source checkout this package runs from, loaded as a module; ``None`` for an
+    installed package (no sources next to it)."""
     import importlib.util
-    import zipfile
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    build = os.path.join(root, "jvm_bridge", "build.py")
-    if not os.path.isfile(build) or not os.path.isfile(jar_path()):
+    build = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jvm_bridge", "build.py")
+    if not os.path.isfile(build):
         return None
     spec = importlib.util.spec_from_file_location("sparkdl_jvm_bridge_build", build)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def _stale_checkout_jar() -> str | None:
+    """In a source checkout (``jvm_bridge/build.py`` next to the package): why :func:`jar_path` was not built from
+    the checkout's Java sources (they were edited or updated since the last build), else ``None``. An installed
+    package has no sources to compare with."""
+    import zipfile
+    module = _checkout_build_module()
+    if module is None or not os.path.isfile(jar_path()):
+        return None
     try:
         with zipfile.ZipFile(jar_path()) as z:
             props = dict(line.split("=", 1) for line in z.read(module.PROPERTIES).decode().splitlines() if "=" in line)

@@ -3,8 +3,10 @@ and a session without it gets an error naming the line to add."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import weakref
 import zipfile
 
 import pytest
@@ -101,7 +103,7 @@ def test_a_jar_built_from_other_sources_is_refused_in_a_source_checkout(spark, m
     assert jvm._stale_checkout_jar() is None
     stale = _jar_with_properties(tmp_path, f"version={sparkdl.__version__}\nsources={'0' * 64}\n")
     monkeypatch.setattr(jvm, "jar_path", lambda: stale)
-    monkeypatch.setattr(jvm, "_bridges", __import__("weakref").WeakKeyDictionary())
+    monkeypatch.setattr(jvm, "_bridges", weakref.WeakKeyDictionary())
     with pytest.raises(jvm.BridgeMissingError, match=r"other Java sources .* 'python jvm_bridge/build.py'"):
         jvm.bridge(spark.sparkContext)
     (tmp_path / "older").mkdir()
@@ -111,12 +113,8 @@ def test_a_jar_built_from_other_sources_is_refused_in_a_source_checkout(spark, m
 
 
 def test_sources_digest_changes_with_any_edit(tmp_path):
-    import importlib.util
-    import shutil
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    spec = importlib.util.spec_from_file_location("build", os.path.join(root, "jvm_bridge", "build.py"))
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
+    build = jvm._checkout_build_module()
+    assert build is not None  # the tests run from a source checkout
     src = tmp_path / "java"
     shutil.copytree(build.SOURCES, src)
     first = build.sources_digest(str(src))

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pyspark
+import pytest
 
 PYSPARK_DIR = os.path.dirname(pyspark.__file__)
 ZIP = os.path.join(PYSPARK_DIR, "python", "lib", "pyspark.zip")
@@ -88,8 +89,6 @@ def test_a_worker_whose_jvm_hung_up_exits_without_a_traceback():
     """At a session's end Spark closes idle workers' connections before stopping the daemon: their failed flush
     must not print a traceback into the driver's log; the worker still exits (code 1, not reused). Other errors
     still propagate to pyspark's daemon, which prints them."""
-    import pytest
-
     from sparkdl.daemon import quiet_when_the_jvm_hung_up
 
     def hung_up(sock, authenticated):

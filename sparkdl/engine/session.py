@@ -65,6 +65,11 @@ DAEMON_CONF = {"spark.python.daemon.module": "sparkdl.daemon"}
 _WORKER_PYTHON_KEYS = ("spark.pyspark.python", "spark.sql.execution.pyspark.python")
 
 
+def _effective_master(master: str | None, conf: dict | None) -> str | None:
+    """The master a new session gets: the builder applies ``conf`` after ``.master()``, so its key wins."""
+    return (conf or {}).get("spark.master", master)
+
+
 def _workers_run_this_python(master: str | None) -> bool:
     """Whether a new session's Python workers will run this interpreter (see :func:`_default_worker_python`)."""
     return (master or "local").startswith("local") and "PYSPARK_PYTHON" not in os.environ \
@@ -131,7 +136,7 @@ def _defaults_file() -> dict:
 def _settings(master: str | None, conf: dict | None, training: bool) -> dict:
     """The configuration of a new session (see :func:`get_or_create_session`)."""
     settings = dict(RECOMMENDED_CONF)
-    master = (conf or {}).get("spark.master", master)  # the builder applies conf after .master(): conf wins
+    master = _effective_master(master, conf)
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # the JVM already runs: JVM options cannot apply
     if master is None and submitted:
         from sparkdl.jvm import submitted_conf
@@ -208,5 +213,5 @@ def get_or_create_session(master: str | None = None, app_name: str = "sparkdl", 
     settings = _settings(master, conf, training)
     for k, v in settings.items():
         builder = builder.config(k, v)
-    with _default_worker_python((conf or {}).get("spark.master", master)):
+    with _default_worker_python(_effective_master(master, conf)):
         return builder.getOrCreate()
