@@ -7,12 +7,15 @@ rows across them, :mod:`sparkdl.parallel_step`, and agrees to float rounding).
 from __future__ import annotations
 
 import gc
+import queue
+import threading
 
 import numpy as np
 
 from sparkdl.parallel_step import task_gradient_sum
 
-__all__ = ["local_gradient", "dropout_rng", "set_task_threads", "freeze_worker_heap", "retain_freed_memory"]
+__all__ = ["local_gradient", "dropout_rng", "set_task_threads", "freeze_worker_heap", "retain_freed_memory",
+           "read_ahead"]
 
 
 def dropout_rng(seed: int, epoch: int, iteration: int, partition: int) -> np.random.Generator:
@@ -110,3 +113,58 @@ def retain_freed_memory() -> bool:
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
+
+
+_STOP = object()
+
+
+def read_ahead(items):
+    """Iterate ``items`` with the next item read by a background thread while the caller works on this one.
+
+    For a Python worker's input batches: pulling an Arrow batch out of Spark's socket is mostly waiting for the
+    JVM to write it (a ``read`` system call, which releases the GIL). Measured in ``transform``'s worker (MLP,
+    ``local[1]``, 1,024 rows of 784 floats per batch), that wait was ~3 µs per row next to a ~20 µs forward
+    pass; read ahead, it is ~0.3 µs.
+
+    At most one item is read ahead: the thread asks for item k + 1 only once the caller has taken item k, so
+    the caller holds at most two items, where a plain iteration holds one. Exceptions raised by ``items`` reach
+    the caller, with their tracebacks, when it asks for that item; closing this generator (the caller stopped
+    early or failed) lets the thread end after the read it is in.
+
+    Parameters
+    ----------
+    items : iterable
+        Consumed by the background thread only (one thread at a time, as any iterator requires).
+
+    Yields
+    ------
+    object
+        The items of ``items``, in order.
+    """
+    asks, results = queue.SimpleQueue(), queue.SimpleQueue()
+
+    def pull():
+        it = iter(items)
+        while asks.get() is not _STOP:
+            try:
+                results.put((True, next(it)))
+            except StopIteration:
+                results.put((False, None))
+                return
+            except BaseException as e:  # noqa: B036  (handed to the caller, which re-raises it)
+                results.put((False, e))
+                return
+
+    threading.Thread(target=pull, name="sparkdl-read-ahead", daemon=True).start()
+    asks.put(True)
+    try:
+        while True:
+            more, item = results.get()
+            if not more:
+                if item is not None:
+                    raise item
+                return
+            asks.put(True)
+            yield item
+    finally:
+        asks.put(_STOP)
