@@ -116,6 +116,13 @@ def test_labels_and_dense_vector_round_trip():
     np.testing.assert_array_equal(npy_load(npy_bytes(a)), a)
 
 
+def test_dense_vectors_have_the_arrow_type_spark_gives_vectors():
+    # an Arrow UDF result of exactly this type skips pyspark's per-batch cast (enforce_schema)
+    from pyspark.ml.linalg import VectorUDT
+    from pyspark.sql.pandas.types import to_arrow_type
+    assert dense_vectors(np.zeros((2, 3))).type == to_arrow_type(VectorUDT(), timezone="UTC")
+
+
 def test_classification_outputs_multiclass():
     out = np.array([[1.0, 2.0, 3.0], [1000.0, 0.0, -1000.0], [np.nan, 0.0, 0.0]])
     raw, prob, pred = classification_outputs(out, ["rawPrediction", "probability", "prediction"])
