@@ -17,7 +17,8 @@ moves much less, so this script can be run on a shared machine. Each job is a ``
   transform_pred  the same with only ``predictionCol`` (rawPredictionCol = probabilityCol = "")
 
 and in this process, per Arrow batch: the packed-column view, the forward pass, the classification outputs and
-their Arrow encoding. The last line printed is one JSON object.
+their Arrow encoding; on ``local[1]``, also the most ``local[2]`` can gain over it on two cores given transform's
+CPU per row (``_scaling_bounds``). The last line printed is one JSON object.
 
     python bench/transform_cpu.py --model mlp            # 20,000 rows, local[1]
     python bench/transform_cpu.py --quick                # a small check that it runs
@@ -166,6 +167,25 @@ def _python_parts(net, shape, x: np.ndarray, batch: int, rows: int) -> dict:
     return res
 
 
+def _scaling_bounds(spark_cpu: dict) -> dict:
+    """The most ``local[2]`` can gain over ``local[1]`` on a 2-core machine, from CPU and wall time per row.
+
+    Two cores give 2 s of CPU per second and a row costs P + J (its Python and JVM CPU), so ``local[2]`` scores at
+    most 2 / (P + J) rows per µs; ``local[1]`` (this run, ``--master local[1]``) took W µs of wall time per row, its
+    JVM and Python worker on different cores. The gain is at most 2 W / (P + J): below 2 when ``local[1]`` already
+    overlaps its JVM and Python work on the two cores (W < P + J). ``transform``: with transform's own
+    P and J; ``scan only``: with J of just scanning the cached rows, the least any Spark query over them costs.
+    """
+    t = spark_cpu.get("transform")
+    if not t:
+        return {}
+    p, w = t["python"], t["wall"]
+    out = {"transform": 2 * w / (p + t["jvm"])}
+    if "scan" in spark_cpu:
+        out["scan only"] = 2 * w / (p + spark_cpu["scan"]["jvm"])
+    return {k: round(v, 3) for k, v in out.items()}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="mlp", choices=["lenet5", "mlp"])
@@ -233,9 +253,14 @@ def main(argv=None) -> int:
     raw = round(best / args.rows * 1e6, 2)
     parts = _python_parts(net, shape, x, min(args.rows, 10000), args.rows)
     print(f"raw forward (1 thread, one process) {raw:.2f} µs/row; in-process per-batch steps {parts}", flush=True)
+    bounds = _scaling_bounds(spark_cpu)
+    if bounds and args.master == "local[1]":
+        print("local[2] / local[1] on 2 cores at most: " + ", ".join(f"{k} {v:.2f}" for k, v in bounds.items()),
+              flush=True)
     print(json.dumps({"benchmark": "transform_cpu", "model": args.model, "master": args.master, "rows": args.rows,
                       "unit": "CPU microseconds per row", "spark": spark_cpu, "raw_forward": raw,
-                      "python_steps": parts}))
+                      "python_steps": parts,
+                      "scaling_bounds_2_cores": bounds if args.master == "local[1]" else None}))
     return 0
 
 

@@ -116,11 +116,20 @@ def test_labels_and_dense_vector_round_trip():
     np.testing.assert_array_equal(npy_load(npy_bytes(a)), a)
 
 
-def test_dense_vectors_have_the_arrow_type_spark_gives_vectors():
-    # an Arrow UDF result of exactly this type skips pyspark's per-batch cast (enforce_schema)
+def test_transform_outputs_have_the_arrow_schema_spark_expects():
+    # an Arrow UDF result of exactly the return type's schema skips pyspark's per-batch cast (enforce_schema)
     from pyspark.ml.linalg import VectorUDT
     from pyspark.sql.pandas.types import to_arrow_type
+    from pyspark.sql.types import DoubleType, StructField, StructType
+
+    from sparkdl.ml.predict import encode_outputs
     assert dense_vectors(np.zeros((2, 3))).type == to_arrow_type(VectorUDT(), timezone="UTC")
+    fields = ["rawPrediction", "probability", "prediction"]
+    out = encode_outputs(classification_outputs(np.random.default_rng(0).random((4, 3)), fields), fields)
+    rtype = StructType([StructField("rawPrediction", VectorUDT()), StructField("probability", VectorUDT()),
+                        StructField("prediction", DoubleType())])
+    expected = pa.schema([pa.field("_0", to_arrow_type(rtype, timezone="UTC"))])
+    assert pa.schema([pa.field("_0", out.type)]).equals(expected)
 
 
 def test_classification_outputs_multiclass():

@@ -5,9 +5,12 @@ its own prediction whatever the partitioning or caching of the input, in batch a
 Python worker deserializes the broadcast network once and keeps it across tasks and ``transform`` calls
 (:class:`sparkdl.engine.broadcast.CloudBroadcast`); the forward pass runs in float32 over whole Arrow batches
 (``spark.sql.execution.arrow.maxRecordsPerBatch`` rows, 1,024 in sessions sparkdl creates, in chunks of
-``inferenceBatchSize``; a forward pass never spans two Arrow batches). Vector and array
-features arrive packed as float32 bytes by the JVM bridge when it is loaded (:mod:`sparkdl.ml.packing`).
+``inferenceBatchSize``; a forward pass never spans two Arrow batches), while a background thread reads the next
+batch (:func:`sparkdl.engine.worker.read_ahead`; unless pyspark 4.3's own ``spark.python.udf.pipelined.enabled``
+does, for every UDF of the session). Vector and array features arrive packed as float32 bytes by the
+JVM bridge when it is loaded (:mod:`sparkdl.ml.packing`).
 """
+import os
 from typing import Iterator, Tuple
 
 import numpy as np
@@ -81,7 +84,9 @@ def _run(bc, spec, batch_size, handle, fields, post, stage, batches):
     set_task_threads()
     model = bc.value
     freeze_worker_heap()  # pyspark collects garbage after every task: keep that cheap
-    yield from predict_batches(model, spec, batch_size, handle, fields, post, stage, read_ahead(batches))
+    if os.environ.get("SPARK_PIPELINED_UDF") != "1":  # spark.python.udf.pipelined.enabled: pyspark reads ahead
+        batches = read_ahead(batches)
+    yield from predict_batches(model, spec, batch_size, handle, fields, post, stage, batches)
 
 
 def predict_column(bc, spec: FeatureSpec, batch_size: int, handle: str, fields, post, return_type, stage: str):
