@@ -11,8 +11,8 @@ from sparkdl.engine.worker import read_ahead
 class Source:
     """An iterator that records which thread read each item and how many items were read."""
 
-    def __init__(self, n, fail_at=None, delay=0.0):
-        self.n, self.fail_at, self.delay = n, fail_at, delay
+    def __init__(self, n, fail_at=None):
+        self.n, self.fail_at = n, fail_at
         self.read = 0
         self.threads = set()
         self.exhausted = threading.Event()
@@ -27,7 +27,6 @@ class Source:
         if self.read == self.n:
             self.exhausted.set()
             raise StopIteration
-        time.sleep(self.delay)
         self.read += 1
         return self.read - 1
 
