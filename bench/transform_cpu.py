@@ -253,14 +253,14 @@ def main(argv=None) -> int:
     raw = round(best / args.rows * 1e6, 2)
     parts = _python_parts(net, shape, x, min(args.rows, 10000), args.rows)
     print(f"raw forward (1 thread, one process) {raw:.2f} µs/row; in-process per-batch steps {parts}", flush=True)
-    bounds = _scaling_bounds(spark_cpu)
-    if bounds and args.master == "local[1]":
+    bounds = _scaling_bounds(spark_cpu) if args.master == "local[1]" else None
+    if bounds:
         print("local[2] / local[1] on 2 cores at most: " + ", ".join(f"{k} {v:.2f}" for k, v in bounds.items()),
               flush=True)
     print(json.dumps({"benchmark": "transform_cpu", "model": args.model, "master": args.master, "rows": args.rows,
                       "unit": "CPU microseconds per row", "spark": spark_cpu, "raw_forward": raw,
                       "python_steps": parts,
-                      "scaling_bounds_2_cores": bounds if args.master == "local[1]" else None}))
+                      "scaling_bounds_2_cores": bounds}))
     return 0
 
 

@@ -44,6 +44,13 @@ def test_items_arrive_in_order_and_are_read_by_another_thread():
     assert src.threads == {"sparkdl-read-ahead"}
 
 
+def test_pysparks_own_reader_thread_is_not_doubled(monkeypatch):
+    monkeypatch.setenv("SPARK_PIPELINED_UDF", "1")
+    src = Source(5)
+    assert list(read_ahead(src)) == list(range(5))
+    assert src.threads == {threading.current_thread().name}
+
+
 def test_empty_input():
     src = Source(0)
     assert list(read_ahead(src)) == []

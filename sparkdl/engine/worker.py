@@ -7,6 +7,7 @@ rows across them, :mod:`sparkdl.parallel_step`, and agrees to float rounding).
 from __future__ import annotations
 
 import gc
+import os
 import queue
 import threading
 
@@ -129,7 +130,9 @@ def read_ahead(items):
     At most one item is read ahead: the thread asks for item k + 1 only once the caller has taken item k, so at
     most two items are alive (the caller's and the one being read), where a plain iteration keeps one. Closing
     this generator (the caller stopped early or failed) lets the thread end after the read it is in; nothing
-    waits for it, so ``items`` must not be used again until that read has returned.
+    waits for it, so ``items`` must not be used again until that read has returned. Where pyspark 4.3's own reader
+    thread already feeds the worker (``spark.python.udf.pipelined.enabled``, seen as ``SPARK_PIPELINED_UDF=1``),
+    ``items`` is iterated in the caller's thread instead.
 
     Parameters
     ----------
@@ -147,6 +150,9 @@ def read_ahead(items):
         Whatever ``items`` raised, re-raised (with its traceback) when the caller asks for that item.
     """
     it = iter(items)
+    if os.environ.get("SPARK_PIPELINED_UDF") == "1":
+        yield from it
+        return
     asks, results = queue.SimpleQueue(), queue.SimpleQueue()
 
     def pull():

@@ -10,7 +10,6 @@ batch (:func:`sparkdl.engine.worker.read_ahead`; unless pyspark 4.3's own ``spar
 does, for every UDF of the session). Vector and array features arrive packed as float32 bytes by the
 JVM bridge when it is loaded (:mod:`sparkdl.ml.packing`).
 """
-import os
 from typing import Iterator, Tuple
 
 import numpy as np
@@ -84,9 +83,7 @@ def _run(bc, spec, batch_size, handle, fields, post, stage, batches):
     set_task_threads()
     model = bc.value
     freeze_worker_heap()  # pyspark collects garbage after every task: keep that cheap
-    if os.environ.get("SPARK_PIPELINED_UDF") != "1":  # spark.python.udf.pipelined.enabled: pyspark reads ahead
-        batches = read_ahead(batches)
-    yield from predict_batches(model, spec, batch_size, handle, fields, post, stage, batches)
+    yield from predict_batches(model, spec, batch_size, handle, fields, post, stage, read_ahead(batches))
 
 
 def predict_column(bc, spec: FeatureSpec, batch_size: int, handle: str, fields, post, return_type, stage: str):
