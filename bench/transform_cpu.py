@@ -16,8 +16,10 @@ moves much less, so this script can be run on a shared machine. Each job is a ``
   transform       ``DLClassificationModel.transform`` with its three output columns
   transform_pred  the same with only ``predictionCol`` (rawPredictionCol = probabilityCol = "")
 
-and in this process, per Arrow batch: the packed-column view, the forward pass, the classification outputs and
-their Arrow encoding; on ``local[1]``, also the most ``local[2]`` can gain over it on two cores given transform's
+and in this process: the raw forward pass (one BLAS thread) alone and next to the ``pack`` job running over and over
+(the JVM scanning and packing rows on the other core, as it does beside transform's Python worker; on a 2-vCPU VM
+this slows the forward pass down as much as it slows down in the worker), and per Arrow batch the packed-column
+view, the forward pass, the classification outputs and their Arrow encoding; on ``local[1]``, also the most ``local[2]`` can gain over it on two cores given transform's
 CPU per row (``_scaling_bounds``). The last line printed is one JSON object.
 
     python bench/transform_cpu.py --model mlp            # 20,000 rows, local[1]
@@ -167,6 +169,34 @@ def _python_parts(net, shape, x: np.ndarray, batch: int, rows: int) -> dict:
     return res
 
 
+def _forward_cpu(net, xs: np.ndarray, batch: int, repeats: int, busy=None) -> float:
+    """CPU µs per row of the raw forward pass in this thread (1 BLAS thread), best of ``repeats``; with ``busy``
+    (a function running one Spark job) that job runs over and over in another thread meanwhile, so the JVM works
+    on the other core as it does next to the Python worker in ``transform``."""
+    import threading
+
+    from sparkdl.engine.inference import forward_in_batches
+    stop, thread = threading.Event(), None
+    if busy is not None:
+        def loop():
+            while not stop.is_set():
+                busy()
+        thread = threading.Thread(target=loop, daemon=True)
+        thread.start()
+        time.sleep(1.0)  # the first job past its planning, the JVM scanning
+    try:
+        best = float("inf")
+        for _ in range(repeats):
+            t = time.thread_time()
+            forward_in_batches(net, xs, batch)
+            best = min(best, time.thread_time() - t)
+    finally:
+        stop.set()
+        if thread is not None:
+            thread.join()
+    return round(best / len(xs) * 1e6, 2)
+
+
 def _scaling_bounds(spark_cpu: dict) -> dict:
     """The most ``local[2]`` can gain over ``local[1]`` on a 2-core machine, from CPU and wall time per row.
 
@@ -240,25 +270,25 @@ def main(argv=None) -> int:
         spark_cpu[name] = _cpu_per_row(root, lambda make=make: _noop(make()), args.rows, args.repeats)
         print(f"{name:15s} " + "  ".join(f"{k} {v:7.2f}" for k, v in spark_cpu[name].items()) + "  (µs/row)",
               flush=True)
-    spark.stop()
     xs = x.reshape(len(x), *shape)
     set_num_threads(1)
     retain_freed_memory()  # as sparkdl's Python workers do
     forward_in_batches(net, xs[:args.batch], args.batch)
-    best = float("inf")
-    for _ in range(args.repeats):
-        t = time.process_time()
-        forward_in_batches(net, xs, args.batch)
-        best = min(best, time.process_time() - t)
-    raw = round(best / args.rows * 1e6, 2)
+    raw = _forward_cpu(net, xs, args.batch, args.repeats)
+    # The forward pass next to the JVM alone scanning and packing the rows (the pack job, no Python): how much the
+    # JVM's work on the other core slows the forward pass down, as it does in transform's Python worker
+    beside = _forward_cpu(net, xs, args.batch, args.repeats, busy=lambda: _noop(jobs["pack"]()))
+    spark.stop()
     parts = _python_parts(net, shape, x, min(args.rows, 10000), args.rows)
-    print(f"raw forward (1 thread, one process) {raw:.2f} µs/row; in-process per-batch steps {parts}", flush=True)
+    print(f"raw forward (1 thread, one process) {raw:.2f} µs/row, {beside:.2f} next to the JVM's pack job "
+          f"({beside / raw:.2f}x); in-process per-batch steps {parts}", flush=True)
     bounds = _scaling_bounds(spark_cpu) if args.master == "local[1]" else None
     if bounds:
         print("local[2] / local[1] on 2 cores at most: " + ", ".join(f"{k} {v:.2f}" for k, v in bounds.items()),
               flush=True)
     print(json.dumps({"benchmark": "transform_cpu", "model": args.model, "master": args.master, "rows": args.rows,
                       "unit": "CPU microseconds per row", "spark": spark_cpu, "raw_forward": raw,
+                      "raw_forward_next_to_pack": beside,
                       "python_steps": parts,
                       "scaling_bounds_2_cores": bounds}))
     return 0

@@ -92,25 +92,43 @@ def test_transform_uses_the_packed_path_when_the_bridge_is_loaded(spark, net, x)
     plan = out._jdf.queryExecution().executedPlan().toString()
     assert re.search(r"predict\(static_invoke\(org\.sparkdl\.bridge\.FloatRows\.packVector\(dense#\d+", plan), plan
     assert plan.count("ArrowEvalPython") == 1, plan
+    # one network call per row, whatever the number of output columns selected from it
+    assert len(re.search(r"ArrowEvalPython \[.*\], \[(.*?)\]", plan).group(1).split(",")) == 1, plan
 
 
 def test_transform_reuses_its_udf_until_a_param_changes(spark, net, x):
     df = _all_types_df(spark, x, partitions=2)
     model = DLClassificationModel(net).setFeatureShape([D]).setFeaturesCol("dense")
     model.transform(df)
-    first = model._udf[1]
+    first = model._outputs[1]
     model.transform(df)
-    assert model._udf[1] is first  # nothing changed: no new pickled function, no new JVM object
+    assert model._outputs[1] is first  # nothing changed: no new pickled function, no new JVM object
     expected = net(x).argmax(axis=1)
     for change in (lambda m: m.setFeaturesCol("arr_f"), lambda m: m.setRawPredictionCol(""),
                    lambda m: m.setInferenceBatchSize(5)):
         change(model)
         out = model.transform(df)
-        assert model._udf[1] is not first
-        first = model._udf[1]
+        assert model._outputs[1] is not first
+        first = model._outputs[1]
         rows = sorted(out.collect(), key=lambda r: r["id"])
         np.testing.assert_array_equal([r["prediction"] for r in rows], expected)
         assert ("rawPrediction" in out.columns) == (model.getRawPredictionCol() != "")
+
+
+def test_outputs_of_one_model_over_two_dataframes_join_and_union(spark, net, x):
+    """The model's output columns are built once and reused: each use must still resolve to its own rows."""
+    df = _all_types_df(spark, x, partitions=2)
+    model = DLClassificationModel(net).setFeatureShape([D]).setFeaturesCol("dense")
+    a = model.transform(df.select("id", "dense"))
+    b = model.transform(df.select("id", F.col("dense"), (F.col("id") * 10).alias("ten")).where("id % 2 = 0"))
+    joined = a.join(b.select("id", "ten", b["prediction"].alias("p2")), "id").orderBy("id").collect()
+    expected = net(x).argmax(axis=1)
+    assert [r["id"] for r in joined] == list(range(0, len(x), 2))
+    np.testing.assert_array_equal([r["prediction"] for r in joined], expected[::2])
+    np.testing.assert_array_equal([r["p2"] for r in joined], expected[::2])
+    both = a.select("id", "prediction").union(b.select("id", "prediction")).collect()
+    assert len(both) == len(x) + (len(x) + 1) // 2
+    assert all(r["prediction"] == expected[r["id"]] for r in both)
 
 
 def test_transform_keeps_duplicate_and_unusual_column_names(spark, net, x):

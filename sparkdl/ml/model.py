@@ -44,7 +44,7 @@ class DLModelBase(Model, DLParams, DLWritable, DLReadable):
         self._summary = None
         self._num_skipped_rows = None
         self._bc = None
-        self._udf = None
+        self._outputs = None
 
     @property
     def network(self):
@@ -78,7 +78,7 @@ class DLModelBase(Model, DLParams, DLWritable, DLReadable):
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_bc"] = None
-        state["_udf"] = None
+        state["_outputs"] = None
         return state
 
     # ------------------------------------------------------------------ persistence hooks
@@ -203,15 +203,23 @@ class DLModelBase(Model, DLParams, DLWritable, DLReadable):
             self._bc = (sc, CloudBroadcast(sc, self._network))
         return self._bc[1]
 
-    def _predict_udf(self, sc, spec, handle, fields, rtype, stage):
-        """The Arrow UDF of :meth:`_transform`, reused while its inputs are unchanged (building one pickles the
-        function and makes a JVM object: ~6 ms of a ~50 ms transform call on the benchmark machine)."""
-        bc, post, names = self._broadcast(sc), self._postprocess_fn(), [f for _, f, _ in fields]
-        key = (bc, spec, self.getInferenceBatchSize(), handle, tuple(names), post, rtype.json(), stage)
-        if self._udf is None or self._udf[0] != key:
-            self._udf = (key, predict_column(bc, spec, self.getInferenceBatchSize(), handle, names, post, rtype,
-                                             stage))
-        return self._udf[1]
+    def _output_columns(self, sc, schema, spec, handle, fields, stage) -> list:
+        """The output columns of :meth:`_transform`: the fields of one Arrow UDF call (Spark evaluates it once per
+        row however many fields are selected) as Columns, which resolve by name in whatever DataFrame selects
+        them. Rebuilt only when what they depend on changes: building them (the feature expressions, the
+        pickled function, the UDF call) costs ~40 py4j calls, ~12 ms of a transform call on the benchmark
+        machine."""
+        bc, post = self._broadcast(sc), self._postprocess_fn()
+        rtype = StructType([StructField(f, t) for _, f, t in fields])
+        key = (bc, spec, tuple(schema[c].dataType.json() for c in spec.columns), self.getInferenceBatchSize(),
+               handle, tuple((out, f) for out, f, _ in fields), post, rtype.json(), stage)
+        if self._outputs is None or self._outputs[0] != key:
+            error = None if handle == "keep" else invalid_row_message(stage, spec, "{row}")
+            spec, exprs = packed_features(sc, spec, V.feature_exprs(spec.kind, spec.columns, schema), schema, error)
+            result = predict_column(bc, spec, self.getInferenceBatchSize(), handle, [f for _, f, _ in fields], post,
+                                    rtype, stage)(*exprs)
+            self._outputs = (key, [result.getField(f).alias(out) for out, f, _ in fields])
+        return self._outputs[1]
 
     def _transform(self, dataset):
         stage = f"{type(self).__name__}.transform"
@@ -235,12 +243,6 @@ class DLModelBase(Model, DLParams, DLWritable, DLReadable):
                                       spec.input_shape if spec.kind == "image" else None, spec.vocab_size):
                 bad = bad | c.predicate
             df = df.filter(~bad)
-        rtype = StructType([StructField(f, t) for _, f, t in fields])
-        sc = dataset.sparkSession.sparkContext
-        error = None if handle == "keep" else invalid_row_message(stage, spec, "{row}")
-        spec, exprs = packed_features(sc, spec, V.feature_exprs(spec.kind, spec.columns, schema), schema, error)
-        udf = self._predict_udf(sc, spec, handle, fields, rtype, stage)
-        tmp = f"__sparkdl_{self.uid}"
-        # Output fields from SQL text: no pyspark Column call per field; "*" keeps duplicate input names working
-        outputs = [f"{V.quote(tmp)}.{V.quote(f)} AS {V.quote(out)}" for out, f, _ in fields]
-        return df.withColumn(tmp, udf(*exprs)).selectExpr("*", *outputs).drop(tmp)
+        # one select, one analysis; "*" keeps duplicate input names working
+        return df.select("*", *self._output_columns(dataset.sparkSession.sparkContext, schema, spec, handle, fields,
+                                                    stage))
