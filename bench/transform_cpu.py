@@ -16,10 +16,10 @@ moves much less, so this script can be run on a shared machine. Each job is a ``
   transform       ``DLClassificationModel.transform`` with its three output columns
   transform_pred  the same with only ``predictionCol`` (rawPredictionCol = probabilityCol = "")
 
-and in this process: the raw forward pass (one BLAS thread) alone and next to the ``pack`` job running over and over
-(the JVM scanning and packing rows on the other core, as it does beside transform's Python worker; on a 2-vCPU VM
-this slows the forward pass down as much as it slows down in the worker), and per Arrow batch the packed-column
-view, the forward pass, the classification outputs and their Arrow encoding; on ``local[1]``, also the most ``local[2]`` can gain over it on two cores given transform's
+and in this process: the raw forward pass (one BLAS thread) alone and next to the ``pack`` job running over and
+over (on ``local[1]``, the JVM scanning and packing rows on the other core, as it does beside transform's Python
+worker), and per Arrow batch the packed-column view, the forward pass, the classification outputs and their Arrow
+encoding; on ``local[1]``, also the most ``local[2]`` can gain over it on two cores given transform's
 CPU per row (``_scaling_bounds``). The last line printed is one JSON object.
 
     python bench/transform_cpu.py --model mlp            # 20,000 rows, local[1]
@@ -170,17 +170,24 @@ def _python_parts(net, shape, x: np.ndarray, batch: int, rows: int) -> dict:
 
 
 def _forward_cpu(net, xs: np.ndarray, batch: int, repeats: int, busy=None) -> float:
-    """CPU µs per row of the raw forward pass in this thread (1 BLAS thread), best of ``repeats``; with ``busy``
-    (a function running one Spark job) that job runs over and over in another thread meanwhile, so the JVM works
-    on the other core as it does next to the Python worker in ``transform``."""
+    """CPU µs per row of the raw forward pass in this thread (1 BLAS thread), best of ``repeats``.
+
+    With ``busy`` (a function running one Spark job), that job runs over and over in another thread meanwhile: on
+    ``local[1]`` the JVM then works on the other core, as it does next to the Python worker in ``transform``
+    (between jobs it plans the next one, so the load is a little lighter than a continuous scan). An exception in
+    ``busy`` is raised here.
+    """
     import threading
 
     from sparkdl.engine.inference import forward_in_batches
-    stop, thread = threading.Event(), None
+    stop, thread, failed = threading.Event(), None, []
     if busy is not None:
         def loop():
-            while not stop.is_set():
-                busy()
+            try:
+                while not stop.is_set():
+                    busy()
+            except BaseException as e:  # noqa: BLE001  (re-raised in the caller)
+                failed.append(e)
         thread = threading.Thread(target=loop, daemon=True)
         thread.start()
         time.sleep(1.0)  # the first job past its planning, the JVM scanning
@@ -194,6 +201,8 @@ def _forward_cpu(net, xs: np.ndarray, batch: int, repeats: int, busy=None) -> fl
         stop.set()
         if thread is not None:
             thread.join()
+    if failed:
+        raise failed[0]
     return round(best / len(xs) * 1e6, 2)
 
 

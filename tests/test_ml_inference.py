@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+from pyspark import cloudpickle
 from pyspark.ml.linalg import DenseVector, Vectors, VectorUDT
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DoubleType, FloatType, LongType, StructField, StructType
@@ -93,10 +94,11 @@ def test_transform_uses_the_packed_path_when_the_bridge_is_loaded(spark, net, x)
     assert re.search(r"predict\(static_invoke\(org\.sparkdl\.bridge\.FloatRows\.packVector\(dense#\d+", plan), plan
     assert plan.count("ArrowEvalPython") == 1, plan
     # one network call per row, whatever the number of output columns selected from it
-    assert len(re.search(r"ArrowEvalPython \[.*\], \[(.*?)\]", plan).group(1).split(",")) == 1, plan
+    udfs = re.search(r"ArrowEvalPython \[.*\], \[(.*?)\]", plan)
+    assert udfs and len(udfs.group(1).split(",")) == 1, plan
 
 
-def test_transform_reuses_its_udf_until_a_param_changes(spark, net, x):
+def test_transform_reuses_its_output_columns_until_a_param_changes(spark, net, x):
     df = _all_types_df(spark, x, partitions=2)
     model = DLClassificationModel(net).setFeatureShape([D]).setFeaturesCol("dense")
     model.transform(df)
@@ -120,7 +122,9 @@ def test_outputs_of_one_model_over_two_dataframes_join_and_union(spark, net, x):
     df = _all_types_df(spark, x, partitions=2)
     model = DLClassificationModel(net).setFeatureShape([D]).setFeaturesCol("dense")
     a = model.transform(df.select("id", "dense"))
+    cols = model._outputs[1]
     b = model.transform(df.select("id", F.col("dense"), (F.col("id") * 10).alias("ten")).where("id % 2 = 0"))
+    assert model._outputs[1] is cols  # the same Columns in both DataFrames
     joined = a.join(b.select("id", "ten", b["prediction"].alias("p2")), "id").orderBy("id").collect()
     expected = net(x).argmax(axis=1)
     assert [r["id"] for r in joined] == list(range(0, len(x), 2))
@@ -129,6 +133,32 @@ def test_outputs_of_one_model_over_two_dataframes_join_and_union(spark, net, x):
     both = a.select("id", "prediction").union(b.select("id", "prediction")).collect()
     assert len(both) == len(x) + (len(x) + 1) // 2
     assert all(r["prediction"] == expected[r["id"]] for r in both)
+
+
+def test_output_columns_follow_the_feature_column_type(spark, net, x):
+    """One model over columns of one name but other element types: the columns are rebuilt for each type."""
+    df = _all_types_df(spark, x, partitions=2)
+    model = DLClassificationModel(net).setFeatureShape([D]).setFeaturesCol("f")
+    expected = net(x).argmax(axis=1)
+    seen = []
+    for source in ("arr_f", "arr_d", "dense", "arr_f"):
+        out = model.transform(df.select("id", F.col(source).alias("f")))
+        seen.append(model._outputs[1])
+        rows = sorted(out.collect(), key=lambda r: r["id"])
+        np.testing.assert_array_equal([r["prediction"] for r in rows], expected, err_msg=source)
+    assert len({id(c) for c in seen}) == 4
+
+
+def test_copies_share_the_broadcast_network(spark, net, x):
+    df = _all_types_df(spark, x, partitions=2)
+    model = DLClassificationModel(net).setFeatureShape([D]).setFeaturesCol("dense")
+    model.transform(df)
+    other = model.copy({model.predictionCol: "p"})
+    out = other.transform(df)
+    assert other._bc is model._bc and model.getPredictionCol() == "prediction"
+    rows = sorted(out.collect(), key=lambda r: r["id"])
+    np.testing.assert_array_equal([r["p"] for r in rows], net(x).argmax(axis=1))
+    assert cloudpickle.loads(cloudpickle.dumps(model))._bc is None  # a broadcast does not travel
 
 
 def test_transform_keeps_duplicate_and_unusual_column_names(spark, net, x):

@@ -75,6 +75,13 @@ class DLModelBase(Model, DLParams, DLWritable, DLReadable):
         """Rows fit dropped as invalid (handleInvalid 'skip'/'keep'); None if the model was not returned by fit."""
         return self._num_skipped_rows
 
+    def __copy__(self):
+        """The shallow copy of ``Params.copy`` (and so of ``transform(dataset, params)``), sharing the network's
+        broadcast and the cached output columns instead of broadcasting the network again."""
+        that = type(self).__new__(type(self))
+        that.__dict__.update(self.__dict__)
+        return that
+
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_bc"] = None
@@ -203,23 +210,23 @@ class DLModelBase(Model, DLParams, DLWritable, DLReadable):
             self._bc = (sc, CloudBroadcast(sc, self._network))
         return self._bc[1]
 
-    def _output_columns(self, sc, schema, spec, handle, fields, stage) -> list:
-        """The output columns of :meth:`_transform`: the fields of one Arrow UDF call (Spark evaluates it once per
-        row however many fields are selected) as Columns, which resolve by name in whatever DataFrame selects
-        them. Rebuilt only when what they depend on changes: building them (the feature expressions, the
-        pickled function, the UDF call) costs ~40 py4j calls, ~12 ms of a transform call on the benchmark
-        machine."""
+    def _output_columns(self, sc, schema, spec, handle, fields, stage) -> tuple:
+        """The output columns of :meth:`_transform`: the fields of one Arrow UDF call as Columns (the UDF is
+        deterministic, so Spark evaluates it once per row however many of its fields are selected). Columns resolve
+        by name in whatever DataFrame selects them, so they are kept while what they depend on is unchanged (the
+        SparkContext's broadcast, the Params, the feature columns' types); building them takes ~40 py4j calls."""
         bc, post = self._broadcast(sc), self._postprocess_fn()
         rtype = StructType([StructField(f, t) for _, f, t in fields])
         key = (bc, spec, tuple(schema[c].dataType.json() for c in spec.columns), self.getInferenceBatchSize(),
                handle, tuple((out, f) for out, f, _ in fields), post, rtype.json(), stage)
-        if self._outputs is None or self._outputs[0] != key:
+        cached = self._outputs  # one read: another thread may replace it meanwhile
+        if cached is None or cached[0] != key:
             error = None if handle == "keep" else invalid_row_message(stage, spec, "{row}")
             spec, exprs = packed_features(sc, spec, V.feature_exprs(spec.kind, spec.columns, schema), schema, error)
             result = predict_column(bc, spec, self.getInferenceBatchSize(), handle, [f for _, f, _ in fields], post,
                                     rtype, stage)(*exprs)
-            self._outputs = (key, [result.getField(f).alias(out) for out, f, _ in fields])
-        return self._outputs[1]
+            cached = self._outputs = (key, tuple(result.getField(f).alias(out) for out, f, _ in fields))
+        return cached[1]
 
     def _transform(self, dataset):
         stage = f"{type(self).__name__}.transform"
