@@ -267,3 +267,25 @@ def test_state_packing_round_trip():
         assert b["step"] == 4 and set(a) == set(b)
         for n in opt.state_names:
             np.testing.assert_array_equal(a[n], b[n])
+
+
+def test_weights_and_states_come_through_owner_only_files_the_jvm_creates(data, tmp_path, monkeypatch):
+    """The bridge writes weights/states to a temporary file it creates (no path from Python); each is read
+    once, is readable by its owner only, and is deleted."""
+    import os
+    import stat
+    import tempfile
+    seen, real_unlink = [], os.unlink
+
+    def unlink(path):
+        if os.path.basename(path).startswith(("sparkdl-weights-", "sparkdl-states-")):
+            seen.append((os.path.dirname(path), stat.S_IMODE(os.stat(path).st_mode), os.path.basename(path)))
+        real_unlink(path)
+    monkeypatch.setattr(os, "unlink", unlink)
+    _fit(data, _model(), Adam(lr=0.01), True, epochs=1, checkpoint_dir=str(tmp_path))
+    kinds = {name.split("-")[1] for _, _, name in seen}
+    assert kinds == {"weights", "states"}
+    assert all(mode == 0o600 for _, mode, _ in seen)
+    assert {d for d, _, _ in seen} == {os.path.realpath(tempfile.gettempdir())} or \
+        {d for d, _, _ in seen} == {tempfile.gettempdir()}
+    assert not [n for n in os.listdir(tempfile.gettempdir()) if n in {name for _, _, name in seen}]

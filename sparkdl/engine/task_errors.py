@@ -12,13 +12,18 @@ the executor's traceback, partition, stage, epoch and iteration). :func:`origina
 in the text of the driver-side exception and rebuilds an exception of the original type whose message
 names where it happened. Exceptions raised outside :func:`task_context` (Spark's own, a test's fault
 hook) stay transient.
+
+The report is text that reached the driver from an executor, so it is read as untrusted data: its decompressed
+size is capped (:data:`MAX_REPORT_BYTES`), and the original type is rebuilt only when its module is already
+imported on the driver (builtins, sparkdl's own errors, the user's loaded code): the driver imports no module a
+report names. Any other type becomes a ``RuntimeError`` carrying the type's name and the original message.
 """
 from __future__ import annotations
 
 import base64
-import importlib
 import json
 import re
+import sys
 import traceback
 import zlib
 from contextlib import contextmanager
@@ -27,12 +32,16 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 __all__ = ["TaskError", "TaskErrorReport", "TrainingDivergedError", "task_context", "original_error",
-           "MARKER"]
+           "MARKER", "MAX_REPORT_BYTES"]
 
 #: Prefix of the encoded report in a :class:`TaskError` message.
 MARKER = "sparkdl-task-error:"
 _ENCODED = re.compile(re.escape(MARKER) + r"([A-Za-z0-9+/=]+)")
 _SHOWN_ROWS = 32
+#: Largest decompressed report read on the driver. Reports of :func:`task_context` stay below it (message and
+#: traceback cut to :data:`_MAX_TEXT` characters, rows to :data:`_MAX_ROWS`), so a larger one is no report of ours.
+MAX_REPORT_BYTES = 4 << 20
+_MAX_TEXT, _MAX_ROWS = 256 << 10, 100_000
 
 
 class TrainingDivergedError(FloatingPointError):
@@ -84,11 +93,29 @@ def task_context(stage: str, partition: int, epoch: int, iteration: int, rows=No
         yield
     except Exception as e:
         cls = type(e)
-        report = TaskErrorReport(cls.__module__, cls.__qualname__, str(e), traceback.format_exc(), stage,
-                                 int(partition), int(epoch), int(iteration),
-                                 None if rows is None else tuple(int(r) for r in np.asarray(rows)))
+        report = TaskErrorReport(cls.__module__, cls.__qualname__, str(e)[:_MAX_TEXT],
+                                 traceback.format_exc()[-_MAX_TEXT:], stage, int(partition), int(epoch),
+                                 int(iteration),
+                                 None if rows is None else tuple(int(r) for r in np.asarray(rows)[:_MAX_ROWS]))
         encoded = base64.b64encode(zlib.compress(json.dumps(asdict(report)).encode())).decode("ascii")  # data, not pickle
         raise TaskError(f"{cls.__name__}: {e} ({report.where()}) {MARKER}{encoded}") from e
+
+
+def _inflate(data: bytes) -> bytes:
+    """zlib-decompress at most :data:`MAX_REPORT_BYTES` (a larger report is refused, not read)."""
+    inflater = zlib.decompressobj()
+    out = inflater.decompress(data, MAX_REPORT_BYTES)
+    if inflater.unconsumed_tail or not inflater.eof:
+        raise ValueError(f"task error report over {MAX_REPORT_BYTES} bytes or truncated")
+    return out
+
+
+def _loaded_exception_type(module: str, qualname: str):
+    """The exception class ``module.qualname`` if its module is already imported (never imports), else None."""
+    obj = sys.modules.get(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    return obj if isinstance(obj, type) and issubclass(obj, Exception) else None
 
 
 def _report(exc: BaseException) -> TaskErrorReport | None:
@@ -98,7 +125,7 @@ def _report(exc: BaseException) -> TaskErrorReport | None:
         found = _ENCODED.findall(str(e))
         if found:
             try:
-                fields = json.loads(zlib.decompress(base64.b64decode(found[-1])))
+                fields = json.loads(_inflate(base64.b64decode(found[-1])))
                 rows = fields.pop("rows")
                 return TaskErrorReport(**fields, rows=None if rows is None else tuple(rows))
             except Exception:  # not a report of ours
@@ -110,8 +137,8 @@ def _report(exc: BaseException) -> TaskErrorReport | None:
 def original_error(exc: BaseException) -> BaseException | None:
     """The exception a task raised inside :func:`task_context`, rebuilt from the driver-side ``exc``.
 
-    Returns an instance of the original type (a ``RuntimeError`` naming that type if it cannot be built from
-    a message) whose message is the original one followed by the partition, epoch and iteration; the
+    Returns an instance of the original type (a ``RuntimeError`` naming that type if its module is not already
+    imported on the driver or it cannot be built from a message) whose message is the original one followed by the partition, epoch and iteration; the
     executor's traceback is attached as a note. ``None`` when ``exc`` carries no report (a transient
     failure).
     """
@@ -119,15 +146,12 @@ def original_error(exc: BaseException) -> BaseException | None:
     if report is None:
         return None
     message = f"{report.message} ({report.where()})"
-    err = None
-    try:
-        cls = importlib.import_module(report.type_module)
-        for part in report.type_name.split("."):
-            cls = getattr(cls, part)
-        if isinstance(cls, type) and issubclass(cls, Exception):
+    err, cls = None, _loaded_exception_type(report.type_module, report.type_name)
+    if cls is not None:
+        try:
             err = cls(message)
-    except Exception:
-        err = None
+        except Exception:  # a constructor that takes other arguments
+            err = None
     if err is None:
         err = RuntimeError(f"{report.type_module}.{report.type_name}: {message}")
     if hasattr(err, "add_note"):

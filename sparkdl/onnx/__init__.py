@@ -27,18 +27,26 @@ from sparkdl.onnx import export_sequence as _export_sequence  # noqa: F401  (reg
 from sparkdl.onnx.builder import build as _build
 from sparkdl.onnx.converters import supported_ops
 from sparkdl.onnx.export import EXPORT_OPSET, save
-from sparkdl.onnx.reader import MAX_OPSET, MIN_OPSET, OnnxImportError, read_graph
+from sparkdl.onnx.reader import (MAX_FILE_BYTES, MAX_FOLDED_ELEMENTS, MAX_OPSET, MIN_OPSET, OnnxImportError,
+                                 read_graph)
 
-__all__ = ["load", "save", "supported_ops", "OnnxImportError", "MIN_OPSET", "MAX_OPSET", "EXPORT_OPSET"]
+__all__ = ["load", "save", "supported_ops", "OnnxImportError", "MIN_OPSET", "MAX_OPSET", "EXPORT_OPSET",
+           "MAX_FILE_BYTES", "MAX_FOLDED_ELEMENTS"]
 
 
-def load(path_or_bytes):
+def load(path_or_bytes, *, max_file_bytes: int = MAX_FILE_BYTES, max_folded_elements: int = MAX_FOLDED_ELEMENTS):
     """Import an ONNX model as a float32 sparkdl module (evaluation-ready; train it like any module).
 
     Parameters
     ----------
     path_or_bytes : str, os.PathLike or bytes
         An ``.onnx`` file or its contents (self-contained: no external data files).
+    max_file_bytes : int, default :data:`MAX_FILE_BYTES` (2 GiB - 1, protobuf's own limit)
+        Larger files are refused before they are read.
+    max_folded_elements : int, default :data:`MAX_FOLDED_ELEMENTS` (2**27)
+        Cap on the total elements of the constants the importer computes (constant folding of the exporter's
+        shape arithmetic, copies of deduplicated initializers); each is checked before it is allocated, so a
+        small file cannot ask for gigabytes.
 
     Returns
     -------
@@ -53,11 +61,14 @@ def load(path_or_bytes):
         If the path does not exist.
     TypeError
         If ``path_or_bytes`` is neither a path nor bytes.
+    ValueError
+        If a limit is not a positive int.
     ImportError
         If the ``onnx`` package is missing (``pip install 'sparkdl[onnx]'``).
     OnnxImportError
         For any file that cannot be imported, before anything is built: a pickle (``.pt``/``.pth``, never
-        loaded), truncated or invalid bytes, an opset outside ``MIN_OPSET..MAX_OPSET``, an unsupported
+        loaded), truncated or invalid bytes, a tensor anywhere in the file that keeps its data in an external file
+        (no other file is ever opened), a file or computed constants over the limits, running out of memory, an opset outside ``MIN_OPSET..MAX_OPSET``, an unsupported
         operator or attribute (each named, with what is supported), a dynamic non-batch dimension, or an
         initializer whose shape does not fit the graph.
 
@@ -65,4 +76,9 @@ def load(path_or_bytes):
     ----------
     ONNX IR and operator specifications, https://onnx.ai/onnx/; BigDL ``Module.loadTF``/``loadCaffe``.
     """
-    return _build(read_graph(path_or_bytes))
+    try:
+        return _build(read_graph(path_or_bytes, max_file_bytes=max_file_bytes,
+                                 max_folded_elements=max_folded_elements))
+    except MemoryError:
+        raise OnnxImportError("out of memory while importing the model; a file this large needs more memory (or "
+                              "lower max_folded_elements to refuse such files early)") from None

@@ -22,7 +22,8 @@ import numpy as np
 
 from sparkdl import nn
 from sparkdl.nn.onnx_ops import _CASTS, ONNX_OPS
-from sparkdl.onnx.converters import converter
+from sparkdl.onnx.converters import converter, describe
+from sparkdl.onnx.reader import tensor_array
 
 __all__ = ["generic", "batch_first"]
 
@@ -44,6 +45,56 @@ def _local(source: str, index: int, taken: set) -> str:
         name += "_"
     taken.add(name)
     return name
+
+
+#: Operators whose result never has more elements than their largest input.
+_NOT_GROWING = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Slice", "Softmax",
+                          "ReduceMean", "Cast", "Sqrt", "Neg", "Exp", "Reciprocal", "Shape", "Not", "IsNaN"})
+_BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Where", "Equal", "Less", "Greater", "Mod"})
+
+
+def _elements(shape) -> int:
+    return int(np.prod([int(d) for d in shape], dtype=object))  # Python ints: no overflow for 10**12 and beyond
+
+
+def _shape_values(value) -> tuple:
+    return tuple(int(s) for s in np.asarray(value).reshape(-1))
+
+
+def result_elements(op_type: str, args: list, attrs: dict) -> int | None:
+    """Elements of a generic operator's result, computed from its inputs' shapes before it runs (None when
+    the operator is not one this knows)."""
+    shapes = [np.shape(a) for a in args if a is not None]
+    if op_type == "ConstantOfShape":
+        return _elements(_shape_values(args[0]))
+    if op_type == "Expand":
+        return _elements(np.broadcast_shapes(shapes[0], _shape_values(args[1])))
+    if op_type in _BROADCASTING:
+        return _elements(np.broadcast_shapes(*shapes))
+    if op_type == "MatMul":
+        a, b = (s if len(s) > 1 else (1,) + s for s in shapes[:2])
+        return _elements(np.broadcast_shapes(a[:-2], b[:-2])) * a[-2] * b[-1]
+    if op_type == "Gather":
+        x, idx = shapes[0], shapes[1]
+        axis = attrs.get("axis", 0) % max(len(x), 1)
+        return _elements(x[:axis] + idx + x[axis + 1:])
+    if op_type == "Concat":
+        return sum(_elements(s) for s in shapes)
+    if op_type in _NOT_GROWING:
+        return max(_elements(s) for s in shapes)
+    return None
+
+
+def _fold(node, ctx, args: list, attrs: dict):
+    """Evaluate ``node`` on constant ``args`` at import, its size counted against the import's cap first."""
+    what = describe(node)
+    expected = result_elements(node.op_type, args, attrs)
+    if expected is not None:
+        ctx.graph.reserve(expected, what)
+    value = ONNX_OPS[node.op_type][0](args, attrs)[0]
+    if expected is None:
+        ctx.graph.reserve(value.size, what)
+    return value
 
 
 def generic(node, ctx, attrs=None, inputs=None):
@@ -74,7 +125,7 @@ def generic(node, ctx, attrs=None, inputs=None):
     if not runtime:  # constant folding: evaluate now, consumers see a constant
         args = [None if e is None else tensors[e["tensor"]][0] if "tensor" in e else np.asarray(
             e["value"], e["dtype"]) for e in spec]
-        value = ONNX_OPS[node.op_type][0](args, dict(attrs or {}))[0]
+        value = _fold(node, ctx, args, dict(attrs or {}))
         ctx.graph.constants[node.output[0]] = value
         ctx.graph.shapes[node.output[0]] = value.shape
         return []
@@ -128,8 +179,7 @@ def _slice(node, a, ctx):
 
 @converter("ConstantOfShape", attrs={"value": None})
 def _constant_of_shape(node, a, ctx):
-    from onnx import numpy_helper
-    value = np.zeros(1, np.float32) if a["value"] is None else numpy_helper.to_array(a["value"]).reshape(-1)
+    value = np.zeros(1, np.float32) if a["value"] is None else tensor_array(a["value"], describe(node)).reshape(-1)
     if value.dtype.kind not in "fiub":
         ctx.fail(node, f"value of type {value.dtype}; supported: a numeric value")
     return generic(node, ctx, {"value": value[0].item(), "dtype": str(value.dtype)})

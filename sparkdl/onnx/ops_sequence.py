@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from sparkdl import nn
-from sparkdl.onnx.converters import Layer, converter
+from sparkdl.onnx.converters import Layer, converter, describe
 from sparkdl.onnx.generic import generic
+from sparkdl.onnx.reader import tensor_array
 
 __all__: list[str] = []  # converters register themselves
 
@@ -48,9 +49,8 @@ def _is_zeros(ctx, name: str, depth: int = 0) -> bool:
     if node is None or depth > 32:
         return False
     if node.op_type == "ConstantOfShape":
-        from onnx import numpy_helper
         value = [a for a in node.attribute if a.name == "value"]
-        return not value or not np.any(numpy_helper.to_array(value[0].t))
+        return not value or not np.any(tensor_array(value[0].t, describe(node)))
     if node.op_type in ("Expand", "Slice", "Reshape", "Unsqueeze", "Squeeze", "Identity", "Cast", "Transpose"):
         return _is_zeros(ctx, node.input[0], depth + 1)
     return False

@@ -4,6 +4,14 @@ Everything here goes through the ``onnx`` package (protobuf parsing, ``onnx.chec
 ``numpy_helper``); nothing is hand-parsed. Any failure becomes an :class:`OnnxImportError` that says what is
 wrong with the file. Pickles (``torch.save`` files) are recognised by their first bytes and refused before
 anything parses them, so no code in a file ever runs.
+
+A model file is untrusted input. It opens nothing else: a tensor that keeps its data in an external file
+(``data_location = EXTERNAL``), wherever it appears -- initializers, sparse initializers, ``Constant`` nodes and
+every other tensor-valued node attribute, in the main graph, in subgraphs (``If``/``Loop`` bodies), in local
+functions and in training-info graphs -- is refused before ``onnx.checker`` or any value is read (the checker
+itself would look for the named file relative to the working directory). Its size is capped: the file at
+``max_file_bytes``, and the constants the importer computes (constant folding, copies of initializers) at
+``max_folded_elements`` elements in all, checked before each is computed (:meth:`OnnxGraph.reserve`).
 """
 from __future__ import annotations
 
@@ -14,13 +22,20 @@ from sparkdl._extras import require_onnx
 from sparkdl.io._format import ModelFormatError
 from sparkdl.io.safetensors_io import refuse_pickle
 
-__all__ = ["OnnxImportError", "OnnxGraph", "read_graph", "MIN_OPSET", "MAX_OPSET"]
+__all__ = ["OnnxImportError", "OnnxGraph", "read_graph", "tensor_array", "MIN_OPSET", "MAX_OPSET",
+           "MAX_FILE_BYTES", "MAX_FOLDED_ELEMENTS"]
 
 #: Graph input element types (TensorProto codes) -> numpy dtypes: float features or integer token ids.
 _INPUT_TYPES = {1: "float32", 7: "int64", 6: "int32"}
 
 #: The ``ai.onnx`` opset versions whose semantics the importer was written against (inclusive).
 MIN_OPSET, MAX_OPSET = 9, 22
+
+#: Default cap on the size of a model file, in bytes: 2 GiB - 1, the most one protobuf message can hold.
+MAX_FILE_BYTES = (2 << 30) - 1
+#: Default cap on the elements of all constants computed at import (constant folding of shape arithmetic,
+#: copies of deduplicated initializers): 2**27, 512 MiB of float32. Real exports fold a few small shape vectors.
+MAX_FOLDED_ELEMENTS = 1 << 27
 
 
 class OnnxImportError(ModelFormatError):
@@ -52,18 +67,47 @@ class OnnxGraph:
     initializers: frozenset = frozenset()
     input_types: dict = None
     types: dict = None
+    max_folded_elements: int = MAX_FOLDED_ELEMENTS
+    folded_elements: int = 0
+
+    def reserve(self, elements: int, what: str) -> None:
+        """Count ``elements`` more computed-constant elements against ``max_folded_elements`` *before* they
+        are allocated; raise :class:`OnnxImportError` naming ``what`` when the total would exceed the cap."""
+        if elements > self.max_folded_elements - self.folded_elements:
+            raise OnnxImportError(f"{what}: computing this constant at import needs {elements:,} elements, over the "
+                                  f"limit of {self.max_folded_elements:,} for all constants computed at import "
+                                  f"({self.folded_elements:,} used); a file asking for this much is refused. "
+                                  "Raise it with sparkdl.onnx.load(..., max_folded_elements=N) if you trust the file")
+        self.folded_elements += int(elements)
 
 
-def _read_bytes(source) -> tuple[bytes, str]:
+def _too_large(what: str, size: int, max_file_bytes: int) -> OnnxImportError:
+    return OnnxImportError(f"{what}: {size:,} bytes, over the limit of {max_file_bytes:,} bytes for a model file; "
+                           "raise it with sparkdl.onnx.load(..., max_file_bytes=N) if you trust the file")
+
+
+def _read_bytes(source, max_file_bytes: int) -> tuple[bytes, str]:
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return bytes(source), "the given bytes"
+        data = bytes(source)
+        if len(data) > max_file_bytes:
+            raise _too_large("the given bytes", len(data), max_file_bytes)
+        return data, "the given bytes"
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"sparkdl.onnx.load: no file at {path}")
         with open(path, "rb") as f:
-            return f.read(), path
+            size = os.fstat(f.fileno()).st_size
+            if size > max_file_bytes:
+                raise _too_large(path, size, max_file_bytes)
+            return f.read(max_file_bytes + 1), path
     raise TypeError(f"sparkdl.onnx.load: path_or_bytes must be a path or bytes, got {type(source).__name__}")
+
+
+def _check_limit(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"sparkdl.onnx.load: {name} must be an int >= {minimum}, got {value!r}")
+    return value
 
 
 def _parse(data: bytes, what: str):
@@ -97,12 +141,72 @@ def _opset(model, what: str) -> int:
     return int(v)
 
 
+def _is_external(tensor) -> bool:
+    return tensor.data_location == 1 or len(tensor.external_data) > 0  # TensorProto.EXTERNAL
+
+
+def _sparse(sparse, where: str):
+    yield sparse.values, where + " (values)"
+    yield sparse.indices, where + " (indices)"
+
+
+def _node_tensors(nodes, where: str):
+    """Every tensor in the attributes of ``nodes``, recursing into subgraphs, with where it sits."""
+    for node in nodes:
+        at = f"{where}node {node.name or node.op_type!r} ({node.op_type})"
+        for a in node.attribute:
+            here = f"{at}, attribute {a.name!r}"
+            if a.HasField("t"):
+                yield a.t, here
+            for t in a.tensors:
+                yield t, here
+            if a.HasField("sparse_tensor"):
+                yield from _sparse(a.sparse_tensor, here)
+            for sp in a.sparse_tensors:
+                yield from _sparse(sp, here)
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                yield from _graph_tensors(g, f"{here}, subgraph {g.name!r}: ")
+
+
+def _graph_tensors(graph, where: str = ""):
+    for t in graph.initializer:
+        yield t, f"{where}initializer {t.name!r}"
+    for sp in graph.sparse_initializer:
+        yield from _sparse(sp, f"{where}sparse initializer {sp.values.name!r}")
+    yield from _node_tensors(graph.node, where)
+
+
+def _model_tensors(model):
+    """Every ``TensorProto`` a model holds: graph, local functions, training-info graphs."""
+    yield from _graph_tensors(model.graph)
+    for f in model.functions:
+        yield from _node_tensors(f.node, f"function {f.name!r}: ")
+    for i, info in enumerate(model.training_info):
+        for role in ("initialization", "algorithm"):
+            if info.HasField(role):
+                yield from _graph_tensors(getattr(info, role), f"training_info[{i}].{role}: ")
+
+
+def _refuse_external_data(model, what: str) -> None:
+    """Refuse a model any of whose tensors keeps its data in an external file (before anything reads one)."""
+    for tensor, where in _model_tensors(model):
+        if _is_external(tensor):
+            raise OnnxImportError(f"{what}: {where} keeps its data in an external file; sparkdl reads "
+                                  "self-contained models only and opens no other file (onnx.load the model "
+                                  "with its data, then onnx.save it without external data)")
+
+
+def tensor_array(tensor, what: str):
+    """``numpy_helper.to_array`` of a ``TensorProto`` that holds its own data (external data refused)."""
+    if _is_external(tensor):
+        raise OnnxImportError(f"{what}: tensor {tensor.name!r} keeps its data in an external file; sparkdl "
+                              "reads self-contained models only")
+    from onnx import numpy_helper
+    return numpy_helper.to_array(tensor)
+
+
 def _check(model, what: str):
     onnx = require_onnx()
-    for t in model.graph.initializer:
-        if t.data_location == onnx.TensorProto.EXTERNAL:
-            raise OnnxImportError(f"{what}: initializer {t.name!r} keeps its data in an external file; sparkdl "
-                                  "reads self-contained models only (onnx.load + onnx.save without external data)")
     try:
         onnx.checker.check_model(model)
         return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
@@ -131,18 +235,17 @@ def _shape(value_info):
 
 def _constants(model, what: str) -> dict:
     onnx = require_onnx()
-    from onnx import numpy_helper
     out = {}
     try:
         for t in model.graph.initializer:
-            out[t.name] = numpy_helper.to_array(t)
+            out[t.name] = tensor_array(t, what)
         for node in model.graph.node:
             if node.op_type == "Constant":
                 attrs = {a.name: a for a in node.attribute}
                 if set(attrs) != {"value"}:
                     raise OnnxImportError(f"{what}: node {node.name!r} (Constant) uses attributes {sorted(attrs)}; "
                                           "supported: a 'value' tensor")
-                out[node.output[0]] = numpy_helper.to_array(onnx.helper.get_attribute_value(attrs["value"]))
+                out[node.output[0]] = tensor_array(onnx.helper.get_attribute_value(attrs["value"]), what)
     except OnnxImportError:
         raise
     except Exception as e:  # raw data of the wrong length, unknown data types, ...
@@ -150,8 +253,17 @@ def _constants(model, what: str) -> dict:
     return out
 
 
-def read_graph(source) -> OnnxGraph:
+def read_graph(source, *, max_file_bytes: int = MAX_FILE_BYTES,
+               max_folded_elements: int = MAX_FOLDED_ELEMENTS) -> OnnxGraph:
     """Parse, check and shape-infer an ONNX model from a path or bytes.
+
+    Parameters
+    ----------
+    source : str, os.PathLike or bytes
+    max_file_bytes : int, default :data:`MAX_FILE_BYTES`
+        Larger files are refused before they are read.
+    max_folded_elements : int, default :data:`MAX_FOLDED_ELEMENTS`
+        Cap on the elements of all constants computed at import (kept in the returned graph).
 
     Raises
     ------
@@ -159,14 +271,19 @@ def read_graph(source) -> OnnxGraph:
         If a path does not exist.
     TypeError
         If ``source`` is neither a path nor bytes.
+    ValueError
+        If a limit is not a positive int.
     OnnxImportError
-        If the bytes are a pickle, not ONNX, invalid per ``onnx.checker``, of an unsupported opset, keep
-        data externally, or declare an input that is not float32, int64 or int32 with static per-sample
+        If the file is over ``max_file_bytes``, the bytes are a pickle, not ONNX, invalid per ``onnx.checker``,
+        of an unsupported opset, keep any tensor's data externally, or declare an input that is not float32, int64 or int32 with static per-sample
         dimensions, or an initializer whose declared input shape differs from its data.
     """
     onnx = require_onnx()
-    data, what = _read_bytes(source)
+    _check_limit("max_file_bytes", max_file_bytes, 1)
+    _check_limit("max_folded_elements", max_folded_elements, 0)
+    data, what = _read_bytes(source, max_file_bytes)
     model = _parse(data, what)
+    _refuse_external_data(model, what)
     opset = _opset(model, what)
     _declared_initializers(model, what)
     model = _check(model, what)
@@ -195,15 +312,16 @@ def read_graph(source) -> OnnxGraph:
                                   "(export with dynamic_axes={name: {0: 'N'}} only)")
         inputs.append(vi.name)
         shapes[vi.name] = (None,) + dims[1:]
-    nodes = []
+    graph = OnnxGraph(nodes=[], constants=constants, shapes=shapes, inputs=inputs,
+                      outputs=[o.name for o in g.output], opset=opset,
+                      initializers=frozenset(t.name for t in g.initializer), input_types=input_types,
+                      types=types, max_folded_elements=max_folded_elements)
     for n in g.node:
         if n.op_type == "Identity" and n.input[0] in constants:
             # torch.onnx deduplicates equal initializers into Identity nodes: each copy is its own tensor
+            graph.reserve(constants[n.input[0]].size, f"{what}: node {n.name!r} (Identity)")
             constants[n.output[0]] = constants[n.input[0]].copy()
             shapes[n.output[0]] = constants[n.output[0]].shape
         elif n.op_type != "Constant":
-            nodes.append(n)
-    return OnnxGraph(nodes=nodes, constants=constants, shapes=shapes, inputs=inputs,
-                     outputs=[o.name for o in g.output], opset=opset,
-                     initializers=frozenset(t.name for t in g.initializer), input_types=input_types,
-                     types=types)
+            graph.nodes.append(n)
+    return graph

@@ -5,7 +5,7 @@ import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.file.Files;
-import java.nio.file.Paths;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
@@ -206,11 +206,12 @@ public final class TrainingLoop {
     }
 
     /**
-     * {@link #weights()} or {@link #states()} ({@code what}: "weights" or "states") written to the file
-     * {@code path}: py4j moves a byte array as base64 text at ~10 MB/s, a local file is far faster (the driver's
-     * Python and JVM always share a host).
+     * {@link #weights()} or {@link #states()} ({@code what}: "weights" or "states") written to a new temporary
+     * file that only this user can read; returns its path, and the caller deletes it. py4j moves a byte array as
+     * base64 text at ~10 MB/s, a local file is far faster (the driver's Python and JVM always share a host). The
+     * JVM chooses the file: no path from Python is ever written to.
      */
-    public void writeTo(String what, String path) {
+    public String writeTemp(String what) {
         byte[] b;
         if ("weights".equals(what)) {
             b = weights();
@@ -220,7 +221,9 @@ public final class TrainingLoop {
             throw new IllegalArgumentException("sparkdl bridge: nothing called " + what + " to write");
         }
         try {
-            Files.write(Paths.get(path), b);
+            Path path = Files.createTempFile("sparkdl-" + what + "-", ".bin"); // rw------- on POSIX file systems
+            Files.write(path, b);
+            return path.toString();
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
