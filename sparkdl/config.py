@@ -15,21 +15,22 @@ entry rewritten.
 Threading layer. numba's ``workqueue`` layer aborts the process when two threads run parallel kernels at
 once, and its GNU ``omp`` layer terminates a process forked after parallel kernels ran (as Spark's Python
 daemon forks its workers). Unless ``NUMBA_THREADING_LAYER`` is set, this module therefore selects ``tbb``
-(thread- and fork-safe; used when TBB >= 2021.6 is installed, e.g. ``pip install tbb``) and otherwise
-``workqueue`` (fork-safe) with entry into parallel kernels serialized by a process-wide lock.
-:func:`threading_layer` and :func:`serializes_parallel_kernels` report the choice.
+(thread- and fork-safe, numba's own first choice; used when TBB >= 2021.6 is installed, e.g. ``pip install
+tbb``) and otherwise ``workqueue`` (fork-safe) with entry into parallel kernels serialized by a process-wide
+lock. The choice is made on ``numba.config``, not in the environment, so child processes choose for themselves.
+:func:`threading_layer` and :func:`serializes_parallel_kernels` report the choice. No result depends on it.
 
 Threads: :func:`set_num_threads` sets the numba thread pool *and* the BLAS thread pool (OpenBLAS, MKL,
-...) together, so a Spark task that owns ``spark.task.cpus`` cores never oversubscribes the machine. There
-are two BLAS libraries in a process: numpy's, and SciPy's, which numba calls for ``np.dot`` inside kernels
-(the recurrent layers). ``threadpoolctl`` only limits libraries already loaded, so this module loads SciPy's
-BLAS up front; unlimited, its idle threads spun and cost 12x the CPU time of the product itself.
+...) together, process-wide, as an explicit opt-in (like ``torch.set_num_threads``). sparkdl's own Spark tasks
+use :func:`kernel_threads` instead, which sets both for the duration of the task and restores them after it.
+There are two BLAS libraries in a process: numpy's, and SciPy's, which numba calls for ``np.dot`` inside
+kernels (the recurrent layers). ``threadpoolctl`` only limits libraries already loaded, so this module loads
+SciPy's BLAS up front; unlimited, its idle threads spun and cost 12x the CPU time of the product itself.
 
-Idle threads must sleep: numba's OpenMP threading layer and OpenBLAS both spin-wait by default, and when
-a numba kernel and a BLAS call alternate (every layer does) the two pools fight for the cores — measured
-here at 200x slower on a loaded 2-core machine. This module therefore sets ``OMP_WAIT_POLICY=PASSIVE``
-(unless the environment already sets it) before an OpenMP runtime is loaded; with it the same loop runs at
-full speed.
+Importing sparkdl changes no process-wide setting another library reads: no environment variable (earlier
+releases set ``OMP_WAIT_POLICY=PASSIVE``, which slowed PyTorch's OpenMP pool in the same process by ~40%), no
+thread pool size, no allocator option. With numba's ``omp`` layer chosen by hand, set ``OMP_WAIT_POLICY=PASSIVE``
+yourself: OpenMP's idle threads spin-wait by default and fight numba's and BLAS's threads for the cores.
 """
 from __future__ import annotations
 
@@ -39,8 +40,7 @@ import os
 import sys
 import tempfile
 import threading
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see the module docstring; read when libgomp loads
+from contextlib import contextmanager
 
 #: numba threading layers safe for concurrent callers without a lock (numba's threading-layer docs).
 _THREAD_SAFE_LAYERS = ("tbb", "omp", "safe", "threadsafe")
@@ -60,28 +60,34 @@ def _tbb_usable() -> bool:
         return False
 
 
-if "NUMBA_THREADING_LAYER" not in os.environ:  # the user's choice is kept
-    os.environ["NUMBA_THREADING_LAYER"] = "tbb" if sys.platform == "linux" and _tbb_usable() else "workqueue"
-elif os.environ["NUMBA_THREADING_LAYER"] == "tbb" and not _tbb_usable():
-    # Chosen (or inherited by a Spark worker from its driver) but not loadable here: a working layer instead.
-    os.environ["NUMBA_THREADING_LAYER"] = "workqueue"
+def _layer_choice() -> str | None:
+    """The threading layer to put in ``numba.config``: None keeps the user's ``NUMBA_THREADING_LAYER``."""
+    chosen = os.environ.get("NUMBA_THREADING_LAYER")
+    if chosen is None:
+        return "tbb" if sys.platform == "linux" and _tbb_usable() else "workqueue"
+    if chosen == "tbb" and not _tbb_usable():  # chosen but not loadable here: a working layer instead
+        return "workqueue"
+    return None
+
+
+_LAYER = _layer_choice()
 
 import numba  # noqa: E402
 import scipy.linalg.cython_blas  # noqa: E402,F401  numba's np.dot BLAS, loaded so that its threads are limited
 from numba.core import caching  # noqa: E402
 from numba.core.registry import CPUDispatcher  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
+from threadpoolctl import ThreadpoolController, threadpool_limits  # noqa: E402
 
-__all__ = ["NJIT_OPTIONS", "njit", "njit_parallel", "set_num_threads", "get_num_threads", "threading_layer",
-           "serializes_parallel_kernels"]
+__all__ = ["NJIT_OPTIONS", "njit", "njit_parallel", "set_num_threads", "get_num_threads", "kernel_threads",
+           "threading_layer", "serializes_parallel_kernels"]
 
 log = logging.getLogger("sparkdl")
 
 #: Options used for every compiled kernel. ``fastmath`` stays off so results match PyTorch to float tolerance.
 NJIT_OPTIONS = {"cache": True, "nogil": True, "fastmath": False, "error_model": "numpy"}
 
-if numba.config.THREADING_LAYER == "default":  # numba was imported before this module and read no choice
-    numba.config.THREADING_LAYER = os.environ["NUMBA_THREADING_LAYER"]
+if _LAYER is not None:
+    numba.config.THREADING_LAYER = _LAYER
 
 
 def threading_layer() -> str:
@@ -281,6 +287,60 @@ def set_num_threads(n: int, blas_threads: int | None = 1) -> int:
     numba.set_num_threads(n)
     _blas_limits = threadpool_limits(limits=n if blas_threads is None else max(1, int(blas_threads)), user_api="blas")
     return previous
+
+
+_controller = None
+
+
+def _blas_controller() -> ThreadpoolController:
+    """One ``ThreadpoolController`` per process (its scan of loaded libraries costs ~4 ms; limiting and
+    restoring through it ~15 µs). Made after this module loaded both BLAS libraries."""
+    global _controller
+    if _controller is None:
+        _controller = ThreadpoolController()
+    return _controller
+
+
+def _forget_controller_in_child():
+    global _controller
+    _controller = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_controller_in_child)
+
+
+@contextmanager
+def kernel_threads(n: int, blas_threads: int = 1):
+    """Within the block, numba kernels of the calling thread use ``n`` threads and BLAS ``blas_threads``;
+    both are restored on exit (as they were on entry), so code that runs after it in the same process -- another
+    library, another user's Spark UDF in a reused Python worker -- sees its own settings.
+
+    Parameters
+    ----------
+    n : int
+        numba threads, ``1 <= n <= numba.config.NUMBA_NUM_THREADS``.
+    blas_threads : int, default 1
+        BLAS threads (see :func:`set_num_threads` for why one).
+
+    Raises
+    ------
+    ValueError
+        If ``n`` is outside ``[1, numba.config.NUMBA_NUM_THREADS]`` or ``blas_threads < 1``.
+    """
+    max_n = numba.config.NUMBA_NUM_THREADS
+    if not 1 <= int(n) <= max_n:
+        raise ValueError(f"kernel_threads: n must be in [1, {max_n}] (numba's pool size), got {n}")
+    if int(blas_threads) < 1:
+        raise ValueError(f"kernel_threads: blas_threads must be >= 1, got {blas_threads}")
+    previous = numba.get_num_threads()
+    limiter = _blas_controller().limit(limits=int(blas_threads), user_api="blas")
+    numba.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(previous)
+        limiter.restore_original_limits()
 
 
 def get_num_threads() -> int:

@@ -23,8 +23,8 @@ unchanged, this module
 3. freezes the garbage collector's view of what is loaded (:func:`gc.freeze`), so that the workers' collections
    skip these objects (pages are still copied when reference counts change).
 
-Effects beyond sparkdl's own tasks, on every Python worker of the session: ``sparkdl.config`` sets
-``OMP_WAIT_POLICY=PASSIVE`` and ``NUMBA_THREADING_LAYER`` (unless already set); modules preloaded here (numpy,
+Effects beyond sparkdl's own tasks, on every Python worker of the session: ``sparkdl.config`` chooses numba's
+threading layer (on ``numba.config``; no environment variable is set); modules preloaded here (numpy,
 numba, SciPy, pyspark, sparkdl) cannot be replaced by a different copy shipped with ``--py-files``; each daemon
 holds ~135 MB more (164 against 30 MB RSS, measured), shared with its workers until they write to it.
 

@@ -30,7 +30,7 @@ import numba
 import numpy as np
 
 from sparkdl import nn
-from sparkdl.config import get_num_threads, serializes_parallel_kernels
+from sparkdl.config import get_num_threads
 from sparkdl.nn.activation import _Elementwise
 from sparkdl.nn.dropout_masks import row_offset
 from sparkdl.nn.loss import SampleWeightedLoss
@@ -183,13 +183,12 @@ def split_gradient_sum(model, loss_sum, xb, yb, grad_out, threads: int, rng=None
 def task_gradient_sum(model, loss_sum, xb, yb, rng, grad_out):
     """:func:`sparkdl.trainer.gradient_sum` for an engine task: with several numba threads on the calling thread,
     at least :data:`MIN_ROWS_PER_THREAD` rows per thread and a model whose rows are independent, the rows are
-    split across the threads (:func:`split_gradient_sum`); otherwise exactly ``gradient_sum``. Not with numba's
-    ``workqueue`` layer, which runs parallel kernels one call at a time
-    (:func:`sparkdl.config.serializes_parallel_kernels`).
-    Returns ``(loss_sum, normalizer)``."""
+    split across the threads (:func:`split_gradient_sum`); otherwise exactly ``gradient_sum``. The choice
+    depends on nothing about the host: with numba's ``workqueue`` layer (no TBB) the parts still split, their
+    parallel kernels taking turns (:func:`sparkdl.config.serializes_parallel_kernels`), so the bits are those
+    of a host with TBB. Returns ``(loss_sum, normalizer)``."""
     threads = get_num_threads()
-    if (threads > 1 and len(xb) >= threads * MIN_ROWS_PER_THREAD and not serializes_parallel_kernels()
-            and rows_independent(model, loss_sum)):
+    if threads > 1 and len(xb) >= threads * MIN_ROWS_PER_THREAD and rows_independent(model, loss_sum):
         return (split_gradient_sum(model, loss_sum, xb, yb, grad_out, threads, rng),
                 float(loss_sum.normalizer(yb)))
     return gradient_sum(model, loss_sum, xb, yb, rng, grad_out)

@@ -27,7 +27,7 @@ def test_conv_transpose_is_the_adjoint_of_conv2d():
     (nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1), (5, 3, 4, 5)),
     (nn.Conv1d(3, 4, 3, stride=2, padding=1), (5, 3, 9))])
 def test_several_chunks_match_pytorch(monkeypatch, layer, shape):
-    monkeypatch.setattr(conv_module, "_CHUNK_BYTES_PER_THREAD", 1)  # one sample per chunk
+    monkeypatch.setattr(conv_module, "_CHUNK_BYTES", 1)  # one sample per chunk
     layer.initialize(3)
     tm = getattr(torch.nn, type(layer).__name__)(**{k: v for k, v in layer.get_config().items()})
     tm.load_state_dict({k: torch.from_numpy(v) for k, v in layer.state_dict().items()})

@@ -153,3 +153,14 @@ def test_transform_checks_through_the_workers_of_sql_jobs(spark, fresh, monkeypa
         model.setFeatureShape([2]).transform(df)
     assert calls == [("sql", spark.sparkContext.applicationId)]
 
+
+
+def test_a_different_blas_kernel_is_a_warning_naming_it():
+    d = environment.driver_report()
+    assert d.blas is not None and d.blas.split()[0] in ("openblas", "mkl", "blis", "flexiblas")
+    other = dataclasses.replace(d, host="w", blas="openblas 0.3.30 Haswell" if "Haswell" not in d.blas
+                                else "openblas 0.3.30 SkylakeX")
+    error, warning = environment.compare_environments(d, [other])
+    assert error is None
+    assert "blas" in warning and "<- differs (GEMMs may round differently" in warning and other.blas in warning
+    assert environment.compare_environments(d, [dataclasses.replace(d, host="w")]) == (None, None)

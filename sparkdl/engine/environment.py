@@ -1,6 +1,6 @@
 """The executor environment check: before the first training or inference job of an application, one small
-job asks every executor's Python workers for their Python, numpy, numba, pyarrow and sparkdl versions and
-numba threading layer, and compares them with the driver's.
+job asks every executor's Python workers for their Python, numpy, numba, pyarrow and sparkdl versions, numba
+threading layer and numpy's BLAS kernel, and compares them with the driver's.
 
 What must match, because objects pickled on the driver are unpickled on the executors:
 
@@ -10,7 +10,9 @@ What must match, because objects pickled on the driver are unpickled on the exec
 
 A difference there raises :class:`ExecutorEnvironmentError` with a table of driver vs executor versions. Other
 differences (numba, pyarrow, the threading layer) change no result; a numba or pyarrow difference is logged as
-a warning with the same table.
+a warning with the same table. So is a different BLAS kernel (library, version and the CPU family OpenBLAS chose
+its kernels for): it may round GEMMs differently, so the executors' bits may differ from the driver's
+single-process reference.
 
 The job of a DataFrame stage (``transform``) runs through a SQL Python UDF, the others' through an RDD: Spark
 keeps separate Python workers (a separate daemon) for the two, so the check warms the very workers the stage's
@@ -32,7 +34,7 @@ __all__ = ["EnvironmentReport", "ExecutorEnvironmentError", "driver_report", "co
 log = logging.getLogger("sparkdl.engine")
 
 #: The versions reported, in table order.
-FIELDS = ("python", "numpy", "numba", "pyarrow", "sparkdl", "threading_layer")
+FIELDS = ("python", "numpy", "numba", "pyarrow", "sparkdl", "threading_layer", "blas")
 
 #: Most tasks of the check job (one per core up to this many: enough to reach every executor of a cluster).
 MAX_TASKS = 256
@@ -56,6 +58,7 @@ class EnvironmentReport:
     pyarrow: str | None
     sparkdl: str | None
     threading_layer: str | None
+    blas: str | None = None
 
 
 def _reporter():
@@ -73,11 +76,21 @@ def _reporter():
                 versions.append(importlib.import_module(name).__version__)
             except ImportError:
                 versions.append(None)
-        layer = None
+        layer = blas = None
         if versions[-1] is not None:
             from sparkdl.config import threading_layer
             layer = threading_layer()
-        return (socket.gethostname(), platform.python_version(), *versions, layer)
+        try:
+            import numpy
+            from threadpoolctl import threadpool_info
+            numpy.ones(1) @ numpy.ones(1)  # noqa: B018  (numpy's BLAS is loaded)
+            info = sorted((p for p in threadpool_info() if p["user_api"] == "blas"),
+                          key=lambda p: "numpy" not in p["filepath"])  # numpy's own first
+            if info:
+                blas = f"{info[0]['internal_api']} {info[0]['version']} {info[0].get('architecture', '')}".strip()
+        except ImportError:
+            pass
+        return (socket.gethostname(), platform.python_version(), *versions, layer, blas)
     return report
 
 
@@ -155,6 +168,8 @@ def compare_environments(driver: EnvironmentReport, executors) -> tuple[str | No
     for field in ("numba", "pyarrow"):
         if any(getattr(r, field) != getattr(driver, field) for r in executors):
             flags[field] = "<- differs (results are not affected)"
+    if any(r.blas != driver.blas for r in executors):
+        flags["blas"] = "<- differs (GEMMs may round differently: bits may differ from the driver's)"
     if flags:
         return None, f"the executors' package versions differ from the driver's:\n{_table(driver, executors, flags)}"
     return None, None

@@ -8,7 +8,7 @@ import numpy as np
 
 from sparkdl.engine.broadcast import CloudBroadcast
 from sparkdl.engine.data import DataBlocks
-from sparkdl.engine.worker import freeze_worker_heap, set_task_threads
+from sparkdl.engine.worker import freeze_worker_heap, task_scope
 
 __all__ = ["predict", "evaluate", "forward_in_batches"]
 
@@ -24,17 +24,19 @@ def _predict_samples(bc_model, batch_size, rows):
     feats = [np.asarray(r, dtype=np.float32) for r in rows]
     if not feats:
         return
-    set_task_threads()
-    model = bc_model.value
-    freeze_worker_heap()
-    yield from forward_in_batches(model, np.stack(feats), batch_size)
+    with task_scope():
+        model = bc_model.value
+        freeze_worker_heap()
+        out = forward_in_batches(model, np.stack(feats), batch_size)
+    yield from out
 
 
 def _predict_block(bc_model, batch_size, blocks):
     for x, _ in blocks:
-        set_task_threads()
-        yield forward_in_batches(bc_model.value, x, batch_size)
-        freeze_worker_heap()
+        with task_scope():
+            out = forward_in_batches(bc_model.value, x, batch_size)
+            freeze_worker_heap()
+        yield out
 
 
 def _check_batch_size(batch_size):
@@ -74,12 +76,12 @@ def _evaluate_partition(bc, batch_size, integer_labels, blocks):
     for x, y in blocks:
         if len(x) == 0:
             continue
-        set_task_threads()
         if integer_labels and y.dtype.kind != "i":
             y = y.astype(np.int64)
-        for i in range(0, len(x), batch_size):
-            out = model(x[i:i + batch_size])
-            states = [m.update(s, out, y[i:i + batch_size]) for m, s in zip(metrics, states)]
+        with task_scope():
+            for i in range(0, len(x), batch_size):
+                out = model(x[i:i + batch_size])
+                states = [m.update(s, out, y[i:i + batch_size]) for m, s in zip(metrics, states)]
     yield states
 
 

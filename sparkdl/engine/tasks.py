@@ -23,7 +23,7 @@ from sparkdl.engine import local_cache
 from sparkdl.engine.allreduce import mean_gradient, split_blocks, sum_block, update_shard
 from sparkdl.engine.plan import local_schedule
 from sparkdl.engine.task_errors import TrainingDivergedError, task_context
-from sparkdl.engine.worker import dropout_rng, local_gradient, set_task_threads
+from sparkdl.engine.worker import dropout_rng, local_gradient, task_scope
 
 __all__ = ["FitContext", "IterationContext", "gradient_task", "partition_gradient", "reduce_update_task",
            "reduce_only_task", "square_norm_task", "tensor_norms_task", "FaultInjected", "ShardResults"]
@@ -135,12 +135,11 @@ def partition_gradient(fit: FitContext, ctx, p: int, data_source: Callable, weig
     if data is None:
         return MISS
     x, y = data
-    set_task_threads(fit.threads)
     model = fit.model
     w, buffers = weights
     model.flat_parameters[...] = w
     model.flat_buffers[...] = buffers
-    with task_context("gradient", p, ctx.epoch, ctx.global_iteration, rows=idx):
+    with task_scope(fit.threads), task_context("gradient", p, ctx.epoch, ctx.global_iteration, rows=idx):
         xb, yb = x[idx], y[idx]
         if fit.integer_labels and yb.dtype.kind != "i":
             yb = yb.astype(np.int64)

@@ -6,17 +6,20 @@ rows across them, :mod:`sparkdl.parallel_step`, and agrees to float rounding).
 """
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
 import queue
 import threading
+from contextlib import contextmanager
 
 import numpy as np
 
+from sparkdl.config import kernel_threads
 from sparkdl.parallel_step import task_gradient_sum
 
-__all__ = ["local_gradient", "dropout_rng", "set_task_threads", "freeze_worker_heap", "retain_freed_memory",
-           "read_ahead"]
+__all__ = ["local_gradient", "dropout_rng", "task_threads", "task_scope", "freeze_worker_heap",
+           "retain_freed_memory", "restore_allocator_defaults", "read_ahead"]
 
 
 def dropout_rng(seed: int, epoch: int, iteration: int, partition: int) -> np.random.Generator:
@@ -42,25 +45,41 @@ def local_gradient(model, loss_sum, x: np.ndarray, y: np.ndarray, rng: np.random
     return grad, loss_value, norm
 
 
-_TASK_THREADS = None
-
-
-def set_task_threads(threads: int | None = None) -> int:
-    """Set numba + BLAS threads for the running Spark task: ``threads`` or ``spark.task.cpus``
-    (capped by numba's pool). Cheap when unchanged (the usual case in a reused Python worker)."""
-    global _TASK_THREADS
+def task_threads(threads: int | None = None) -> int:
+    """Threads for the running Spark task: ``threads``, else ``spark.task.cpus`` (1 outside a task), capped by
+    numba's pool (``numba.config.NUMBA_NUM_THREADS``)."""
     if not threads:
         from pyspark import TaskContext
         tc = TaskContext.get()
         threads = int(tc.cpus()) if tc is not None else 1
     from numba import config
+    return max(1, min(int(threads), config.NUMBA_NUM_THREADS))
 
-    from sparkdl.config import set_num_threads
-    n = max(1, min(int(threads), config.NUMBA_NUM_THREADS))
-    if n != _TASK_THREADS:
-        set_num_threads(n)
-        _TASK_THREADS = n
-    return n
+
+@contextmanager
+def task_scope(threads: int | None = None):
+    """sparkdl's settings for the body of one Spark task, undone when it ends.
+
+    Inside: numba kernels use :func:`task_threads` threads and BLAS one (:func:`sparkdl.config.kernel_threads`),
+    and glibc's ``malloc`` keeps freed blocks for reuse (:func:`retain_freed_memory`). On exit the thread counts
+    are restored to what they were and the allocator to glibc's defaults (:func:`restore_allocator_defaults`),
+    so a Python UDF of another library that Spark later runs in the same (reused) worker sees the process as
+    Spark left it. Costs ~20 µs per task. The one lasting effect is :func:`freeze_worker_heap`'s ``gc.freeze``
+    (it changes no result; see there).
+
+    Yields
+    ------
+    int
+        The task's numba thread count.
+    """
+    n = task_threads(threads)
+    with kernel_threads(n):
+        retained = retain_freed_memory()
+        try:
+            yield n
+        finally:
+            if retained:
+                restore_allocator_defaults()
 
 
 _FROZEN = False
@@ -68,7 +87,9 @@ _FROZEN = False
 
 def freeze_worker_heap() -> None:
     """Once per Python worker process: a full collection, then :func:`gc.freeze` of everything alive (imports,
-    compiled kernels, the broadcast network), so later collections skip those objects.
+    compiled kernels, the broadcast network), so later collections skip those objects. It outlasts the task
+    (undoing it would bring the cost below back to every task); it changes no result for any code in the worker,
+    only which objects the cycle collector examines.
 
     pyspark's daemon runs ``gc.collect()`` after every task. Over a worker's ~180,000 objects that costs
     ~80-90 ms per task (measured on the benchmark machine), as much as scoring ~2,500 rows with the MLP; after the
@@ -78,16 +99,26 @@ def freeze_worker_heap() -> None:
     """
     global _FROZEN
     if not _FROZEN:
-        retain_freed_memory()
         gc.collect()
         gc.freeze()
         _FROZEN = True
 
 
-#: glibc ``mallopt`` parameters (``malloc.h``) and the values :func:`retain_freed_memory` sets.
+#: glibc ``mallopt`` parameters (``malloc.h``), the values :func:`retain_freed_memory` sets and glibc's defaults
+#: (``mallopt(3)``: 128 KiB each), which :func:`restore_allocator_defaults` sets back.
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _MMAP_THRESHOLD = 32 << 20  # glibc's maximum on 64-bit systems
 _TRIM_THRESHOLD = 512 << 20
+_GLIBC_DEFAULT_THRESHOLD = 128 << 10
+
+
+def _mallopt():
+    try:
+        fn = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return fn
 
 
 def retain_freed_memory() -> bool:
@@ -98,22 +129,29 @@ def retain_freed_memory() -> bool:
     heap, so every batch page-faults in new zeroed memory: measured on the benchmark machine, LeNet-5 scored
     12,100-12,300 rows/s in batches of 1,024 and 15,300-15,500 with this setting, and 10,200-10,400 against
     12,000-12,400 in a slower phase (the MLP, whose activations are small, is unchanged). The cost is that a
-    worker keeps up to 512 MiB of freed heap for reuse (its peak, at most).
-    Called once per Python worker (by :func:`freeze_worker_heap`); a no-op returning False where the C library
-    is not glibc.
+    worker keeps up to 512 MiB of freed heap for reuse (its peak, at most) while the task runs.
+    Applied for the duration of each sparkdl task by :func:`task_scope`; a no-op returning False where the C
+    library is not glibc.
 
     Returns
     -------
     bool
         Whether both settings were applied.
     """
-    import ctypes
-    try:
-        mallopt = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
+    mallopt = _mallopt()
+    return mallopt is not None and bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)) and bool(
+        mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
+
+
+def restore_allocator_defaults() -> bool:
+    """Set glibc's mmap and trim thresholds back to their documented defaults (128 KiB each), undoing
+    :func:`retain_freed_memory`. glibc offers no way to read the thresholds or to turn its dynamic mmap threshold
+    back on, so a worker that ran a sparkdl task keeps fixed 128 KiB thresholds: freed memory is returned to the
+    system as in a fresh process, and large blocks are mapped from the first time instead of after glibc's
+    adjustment. Returns whether both were set (False where the C library is not glibc)."""
+    mallopt = _mallopt()
+    return mallopt is not None and bool(mallopt(_M_MMAP_THRESHOLD, _GLIBC_DEFAULT_THRESHOLD)) and bool(
+        mallopt(_M_TRIM_THRESHOLD, _GLIBC_DEFAULT_THRESHOLD))
 
 
 _STOP = object()

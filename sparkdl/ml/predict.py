@@ -79,11 +79,11 @@ def predict_batches(model, spec: FeatureSpec, batch_size: int, handle: str, fiel
 
 
 def _run(bc, spec, batch_size, handle, fields, post, stage, batches):
-    from sparkdl.engine.worker import freeze_worker_heap, read_ahead, set_task_threads
-    set_task_threads()
-    model = bc.value
-    freeze_worker_heap()  # pyspark collects garbage after every task: keep that cheap
-    yield from predict_batches(model, spec, batch_size, handle, fields, post, stage, read_ahead(batches))
+    from sparkdl.engine.worker import freeze_worker_heap, read_ahead, task_scope
+    with task_scope():  # threads and allocator settings for this task only
+        model = bc.value
+        freeze_worker_heap()  # pyspark collects garbage after every task: keep that cheap
+        yield from predict_batches(model, spec, batch_size, handle, fields, post, stage, read_ahead(batches))
 
 
 def predict_column(bc, spec: FeatureSpec, batch_size: int, handle: str, fields, post, return_type, stage: str):

@@ -9,7 +9,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sparkdl.config import get_num_threads
 from sparkdl.kernels import conv as K
 from sparkdl.kernels.conv_direct import direct_forward
 from sparkdl.nn import init
@@ -18,10 +17,12 @@ from sparkdl.nn.module import Module
 
 __all__ = ["Conv2d", "ConvGeometry", "im2col_plan", "im2col_forward", "im2col_backward", "im2col_input_grad"]
 
-#: Bytes of work buffers (im2col columns + GEMM output, or Winograd-transformed input + output) per chunk and
-#: thread: a chunk stays in the core's L2 cache (2 MB here) between the kernels and the GEMMs. 512 KB measured
-#: best for LeNet-5 and the small CNN (1 MB was 10-40% slower on the im2col layers).
-_CHUNK_BYTES_PER_THREAD = 1 << 19
+#: Bytes of work buffers (im2col columns + GEMM output, or Winograd-transformed input + output) per chunk:
+#: a chunk stays in a core's L2 cache (2 MB here) between the kernels and the GEMMs (which run on one BLAS
+#: thread). 512 KB measured best for LeNet-5 and the small CNN (1 MB was 10-40% slower on the im2col layers).
+#: The same for every thread count: the weight gradient sums chunk by chunk, so a chunk size that followed the
+#: thread count would make the bits depend on it.
+_CHUNK_BYTES = 1 << 19
 
 #: Use the wide (stride-1) column layout while it wastes at most this fraction of GEMM columns.
 _MAX_WIDE_WASTE = 0.5
@@ -41,7 +42,7 @@ _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.
 
 def _chunk(n: int, bytes_per_sample: int) -> int:
     """Samples per chunk so that one chunk's work buffers stay in the cores' L2 caches."""
-    return int(max(1, min(n, _CHUNK_BYTES_PER_THREAD * get_num_threads() // max(1, bytes_per_sample))))
+    return int(max(1, min(n, _CHUNK_BYTES // max(1, bytes_per_sample))))
 
 
 class ConvGeometry(NamedTuple):
