@@ -13,6 +13,10 @@ default (if any) in ``__init__`` and has the getter ``getX``; the stages define 
 from __future__ import annotations
 
 from pyspark.ml.param import Param, Params, TypeConverters
+from pyspark.sql import DataFrame
+
+from sparkdl.nn.module import Module
+from sparkdl.optim.base import Optimizer
 
 __all__ = ["HasNetwork", "HasLoss", "HasOptimizer", "HasLearningRate", "HasBatchSize", "HasMaxEpoch", "HasSeed",
            "HasFeatureShape", "HasFeaturesCols", "HasNumPartitions", "HasCheckpointDir", "HasHandleInvalid",
@@ -48,26 +52,24 @@ def _int_at_least(name, low):
     return convert
 
 
-def _to_network(value):
-    from sparkdl.nn.module import Module
-    if not isinstance(value, Module):
-        raise TypeError(f"network must be a sparkdl.nn.Module (e.g. sparkdl.nn.Sequential(...)), "
-                        f"got {type(value).__name__}")
-    return value
+def _instance_of(name, cls, what):
+    """A converter for Param ``name`` that accepts instances of ``cls`` only (``what`` names them in the error)."""
+    def convert(value):
+        if not isinstance(value, cls):
+            raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
+        return value
+    return convert
+
+
+_to_network = _instance_of("network", Module, "a sparkdl.nn.Module (e.g. sparkdl.nn.Sequential(...))")
+_to_optimizer = _instance_of("optimizer", Optimizer, "a sparkdl.optim optimizer (e.g. sparkdl.optim.Adam(lr=1e-3))")
+_to_dataframe = _instance_of("validationData", DataFrame, "a pyspark.sql.DataFrame")
 
 
 def _to_loss(value):
     if not all(callable(getattr(value, m, None)) for m in ("forward", "backward", "get_config")):
         raise TypeError(f"loss must be a sparkdl loss (e.g. sparkdl.nn.CrossEntropyLoss()) with forward, backward "
                         f"and get_config, got {type(value).__name__}")
-    return value
-
-
-def _to_optimizer(value):
-    from sparkdl.optim.base import Optimizer
-    if not isinstance(value, Optimizer):
-        raise TypeError(f"optimizer must be a sparkdl.optim optimizer (e.g. sparkdl.optim.Adam(lr=1e-3)), "
-                        f"got {type(value).__name__}")
     return value
 
 
@@ -104,13 +106,6 @@ def _to_columns(value):
     if not cols:
         raise ValueError("featuresCols must name at least one column")
     return cols
-
-
-def _to_dataframe(value):
-    from pyspark.sql import DataFrame
-    if not isinstance(value, DataFrame):
-        raise TypeError(f"validationData must be a pyspark.sql.DataFrame, got {type(value).__name__}")
-    return value
 
 
 # --------------------------------------------------------------------------------------------- the mixins
