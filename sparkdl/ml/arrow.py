@@ -32,6 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from sparkdl.ml.tokens import decode_tokens
+
 __all__ = ["FeatureSpec", "decode_features", "decode_labels", "dense_vectors", "doubles", "npy_bytes", "npy_load",
            "IMAGE_MODES", "VECTOR_TYPE"]
 
@@ -210,7 +212,6 @@ def decode_features(spec: FeatureSpec, arrays) -> tuple[np.ndarray, np.ndarray]:
     elif spec.kind == "image":
         x, ok = _images(arrays[0], spec.input_shape)
     elif spec.kind == "tokens":
-        from sparkdl.ml.tokens import decode_tokens
         x, ok = decode_tokens(arrays[0], spec.size, spec.padding_value, spec.vocab_size, spec.per_batch)
         return x, ok
     else:

@@ -5,12 +5,18 @@ Column Params that PySpark already defines (``featuresCol``, ``labelCol``, ``pre
 names, docs and defaults match PySpark's estimators exactly. The mixins here add what a neural network
 needs. Type converters check types *and* ranges, so a bad value fails in the setter with a message that
 names the Param (PySpark wraps the converter's ``ValueError`` as ``Invalid param value given for param``).
+
+The mixins are generated from one table (:func:`_mixin`, one call per Param), the way PySpark generates
+``shared.py`` with ``_shared_params_code_gen.py``: each ``HasX`` holds the Param ``x`` on the class, sets its
+default (if any) in ``__init__`` and has the getter ``getX``; the stages define the setters.
 """
 from __future__ import annotations
 
-from typing import Any, List
-
 from pyspark.ml.param import Param, Params, TypeConverters
+from pyspark.sql import DataFrame
+
+from sparkdl.nn.module import Module
+from sparkdl.optim.base import Optimizer
 
 __all__ = ["HasNetwork", "HasLoss", "HasOptimizer", "HasLearningRate", "HasBatchSize", "HasMaxEpoch", "HasSeed",
            "HasFeatureShape", "HasFeaturesCols", "HasNumPartitions", "HasCheckpointDir", "HasHandleInvalid",
@@ -34,23 +40,30 @@ def _typed(name, convert):
     return typed
 
 
-def _positive_int(name):
+def _int_at_least(name, low):
+    """An int converter for Param ``name`` that refuses values below ``low``."""
     to_int = _typed(name, TypeConverters.toInt)
 
     def convert(value):
         v = to_int(value)
-        if v < 1:
-            raise ValueError(f"{name} must be >= 1, got {value!r}")
+        if v < low:
+            raise ValueError(f"{name} must be >= {low}, got {value!r}")
         return v
     return convert
 
 
-def _to_network(value):
-    from sparkdl.nn.module import Module
-    if not isinstance(value, Module):
-        raise TypeError(f"network must be a sparkdl.nn.Module (e.g. sparkdl.nn.Sequential(...)), "
-                        f"got {type(value).__name__}")
-    return value
+def _instance_of(name, cls, what):
+    """A converter for Param ``name`` that accepts instances of ``cls`` only (``what`` names them in the error)."""
+    def convert(value):
+        if not isinstance(value, cls):
+            raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
+        return value
+    return convert
+
+
+_to_network = _instance_of("network", Module, "a sparkdl.nn.Module (e.g. sparkdl.nn.Sequential(...))")
+_to_optimizer = _instance_of("optimizer", Optimizer, "a sparkdl.optim optimizer (e.g. sparkdl.optim.Adam(lr=1e-3))")
+_to_dataframe = _instance_of("validationData", DataFrame, "a pyspark.sql.DataFrame")
 
 
 def _to_loss(value):
@@ -58,25 +71,6 @@ def _to_loss(value):
         raise TypeError(f"loss must be a sparkdl loss (e.g. sparkdl.nn.CrossEntropyLoss()) with forward, backward "
                         f"and get_config, got {type(value).__name__}")
     return value
-
-
-def _to_optimizer(value):
-    from sparkdl.optim.base import Optimizer
-    if not isinstance(value, Optimizer):
-        raise TypeError(f"optimizer must be a sparkdl.optim optimizer (e.g. sparkdl.optim.Adam(lr=1e-3)), "
-                        f"got {type(value).__name__}")
-    return value
-
-
-def _non_negative_int(name):
-    to_int = _typed(name, TypeConverters.toInt)
-
-    def convert(value):
-        v = to_int(value)
-        if v < 0:
-            raise ValueError(f"{name} must be >= 0, got {value!r}")
-        return v
-    return convert
 
 
 def _to_class_weights(value):
@@ -114,385 +108,101 @@ def _to_columns(value):
     return cols
 
 
-def _to_dataframe(value):
-    from pyspark.sql import DataFrame
-    if not isinstance(value, DataFrame):
-        raise TypeError(f"validationData must be a pyspark.sql.DataFrame, got {type(value).__name__}")
-    return value
+# --------------------------------------------------------------------------------------------- the mixins
+_NO_DEFAULT = object()
 
 
-class HasNetwork(Params):
-    """Mixin for param network: the sparkdl.nn.Module to train; its current weights are the initial weights (fit trains
-    a copy and never modifies it).
+def _mixin(name: str, type_hint: str, converter, doc: str, default=_NO_DEFAULT) -> type:
+    """The mixin ``Has<Name>`` of Param ``name``, as PySpark's ``_shared_params_code_gen.py`` writes one.
+
+    Parameters
+    ----------
+    name : str
+        The Param's name (camelCase); the class is ``Has`` + ``Name``, the getter ``get`` + ``Name``.
+    type_hint : str
+        The type the getter returns (annotation only).
+    converter : callable
+        The Param's ``typeConverter``.
+    doc : str
+        The Param's documentation (the class docstring is ``Mixin for param <name>: <doc>``).
+    default : optional
+        The default value set by ``__init__``; none if omitted.
     """
-
-    network: "Param[Any]" = Param(
-        Params._dummy(),
-        "network",
-        "the sparkdl.nn.Module to train; its current weights are the initial weights (fit trains a copy and "
-        "never modifies it).",
-        typeConverter=_to_network,
-    )
+    cap = name[0].upper() + name[1:]
+    cls_name, getter_name = f"Has{cap}", f"get{cap}"
 
     def __init__(self) -> None:
-        super().__init__()
-
-    def getNetwork(self) -> Any:
-        """Gets the value of network or its default value."""
-        return self.getOrDefault(self.network)
-
-
-class HasLoss(Params):
-    """Mixin for param loss: the sparkdl loss to minimise (default: CrossEntropyLoss for DLClassifier, MSELoss for
-    DLEstimator).
-    """
-
-    loss: "Param[Any]" = Param(
-        Params._dummy(),
-        "loss",
-        "the sparkdl loss to minimise (default: CrossEntropyLoss for DLClassifier, MSELoss for DLEstimator).",
-        typeConverter=_to_loss,
-    )
-
-    def __init__(self) -> None:
-        super().__init__()
-
-    def getLoss(self) -> Any:
-        """Gets the value of loss or its default value."""
-        return self.getOrDefault(self.loss)
-
-
-class HasOptimizer(Params):
-    """Mixin for param optimizer: the sparkdl.optim optimizer (default: Adam with lr = learningRate); fit uses a copy;
-    an explicitly set learningRate overrides its lr.
-    """
-
-    optimizer: "Param[Any]" = Param(
-        Params._dummy(),
-        "optimizer",
-        "the sparkdl.optim optimizer (default: Adam with lr = learningRate); fit uses a copy; an explicitly set"
-        " learningRate overrides its lr.",
-        typeConverter=_to_optimizer,
-    )
-
-    def __init__(self) -> None:
-        super().__init__()
-
-    def getOptimizer(self) -> Any:
-        """Gets the value of optimizer or its default value."""
-        return self.getOrDefault(self.optimizer)
-
-
-class HasLearningRate(Params):
-    """Mixin for param learningRate: learning rate (> 0) of the default Adam optimizer, or the override of the
-    optimizer's lr when set explicitly.
-    """
-
-    learningRate: "Param[float]" = Param(
-        Params._dummy(),
-        "learningRate",
-        "learning rate (> 0) of the default Adam optimizer, or the override of the optimizer's lr when set "
-        "explicitly.",
-        typeConverter=_to_learning_rate,
-    )
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._setDefault(learningRate=1e-3)
-
-    def getLearningRate(self) -> float:
-        """Gets the value of learningRate or its default value."""
-        return self.getOrDefault(self.learningRate)
-
-
-class HasBatchSize(Params):
-    """Mixin for param batchSize: global mini-batch size (>= 1) of training, split across partitions."""
-
-    batchSize: "Param[int]" = Param(
-        Params._dummy(),
-        "batchSize",
-        "global mini-batch size (>= 1) of training, split across partitions.",
-        typeConverter=_positive_int("batchSize"),
-    )
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._setDefault(batchSize=64)
-
-    def getBatchSize(self) -> int:
-        """Gets the value of batchSize or its default value."""
-        return self.getOrDefault(self.batchSize)
-
-
-class HasMaxEpoch(Params):
-    """Mixin for param maxEpoch: number of passes over the training data (>= 1)."""
-
-    maxEpoch: "Param[int]" = Param(
-        Params._dummy(),
-        "maxEpoch",
-        "number of passes over the training data (>= 1).",
-        typeConverter=_positive_int("maxEpoch"),
-    )
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._setDefault(maxEpoch=10)
-
-    def getMaxEpoch(self) -> int:
-        """Gets the value of maxEpoch or its default value."""
-        return self.getOrDefault(self.maxEpoch)
-
-
-class HasSeed(Params):
-    """Mixin for param seed: random seed of shuffling and Dropout (deterministic default 0; the initial weights are the
-    network's own, see Module.initialize).
-    """
-
-    seed: "Param[int]" = Param(
-        Params._dummy(),
-        "seed",
-        "random seed of shuffling and Dropout (deterministic default 0; the initial weights are the network's "
-        "own, see Module.initialize).",
-        typeConverter=_typed("seed", TypeConverters.toInt),
-    )
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._setDefault(seed=0)
-
-    def getSeed(self) -> int:
-        """Gets the value of seed or its default value."""
-        return self.getOrDefault(self.seed)
-
-
-class HasFeatureShape(Params):
-    """Mixin for param featureShape: per-row input shape of the network, e.g. [1, 28, 28]; flat features are reshaped
-    to it (default: the column's natural shape).
-    """
-
-    featureShape: "Param[List[int]]" = Param(
-        Params._dummy(),
-        "featureShape",
-        "per-row input shape of the network, e.g. [1, 28, 28]; flat features are reshaped to it (default: the "
-        "column's natural shape).",
-        typeConverter=_to_shape,
-    )
-
-    def __init__(self) -> None:
-        super().__init__()
-
-    def getFeatureShape(self) -> List[int]:
-        """Gets the value of featureShape or its default value."""
-        return self.getOrDefault(self.featureShape)
-
-
-class HasFeaturesCols(Params):
-    """Mixin for param featuresCols: numeric scalar columns used together as the features, in this order; when set,
-    featuresCol is ignored.
-    """
-
-    featuresCols: "Param[List[str]]" = Param(
-        Params._dummy(),
-        "featuresCols",
-        "numeric scalar columns used together as the features, in this order; when set, featuresCol is ignored.",
-        typeConverter=_to_columns,
-    )
-
-    def __init__(self) -> None:
-        super().__init__()
-
-    def getFeaturesCols(self) -> List[str]:
-        """Gets the value of featuresCols or its default value."""
-        return self.getOrDefault(self.featuresCols)
-
-
-class HasMaxLength(Params):
-    """Mixin for param maxLength: token-id sequences (a network starting with SequenceLengths): rows are padded or
-    truncated to this many tokens (default: the longest training row; transform pads each batch to its longest row).
-    """
-
-    maxLength: "Param[int]" = Param(
-        Params._dummy(),
-        "maxLength",
-        "token-id sequences (a network starting with SequenceLengths): rows are padded or truncated to this many "
-        "tokens (default: the longest training row; transform pads each batch to its longest row).",
-        typeConverter=_positive_int("maxLength"),
-    )
-
-    def __init__(self) -> None:
-        super().__init__()
-
-    def getMaxLength(self) -> int:
-        """Gets the value of maxLength or its default value."""
-        return self.getOrDefault(self.maxLength)
-
-
-class HasNumPartitions(Params):
-    """Mixin for param numPartitions: number of partitions (= tasks per iteration) the training data is repartitioned
-    to (default: spark.default.parallelism).
-    """
-
-    numPartitions: "Param[int]" = Param(
-        Params._dummy(),
-        "numPartitions",
-        "number of partitions (= tasks per iteration) the training data is repartitioned to (default: "
-        "spark.default.parallelism).",
-        typeConverter=_positive_int("numPartitions"),
-    )
-
-    def __init__(self) -> None:
-        super().__init__()
-
-    def getNumPartitions(self) -> int:
-        """Gets the value of numPartitions or its default value."""
-        return self.getOrDefault(self.numPartitions)
-
-
-class HasCheckpointDir(Params):
-    """Mixin for param checkpointDir: directory for training checkpoints, written after every epoch (default: none)."""
-
-    checkpointDir: "Param[str]" = Param(
-        Params._dummy(),
-        "checkpointDir",
-        "directory for training checkpoints, written after every epoch (default: none).",
-        typeConverter=_typed("checkpointDir", TypeConverters.toString),
-    )
-
-    def __init__(self) -> None:
-        super().__init__()
-
-    def getCheckpointDir(self) -> str:
-        """Gets the value of checkpointDir or its default value."""
-        return self.getOrDefault(self.checkpointDir)
-
-
-class HasHandleInvalid(Params):
-    """Mixin for param handleInvalid: how to handle invalid rows (null, NaN or infinite features, wrong length, null,
-    NaN or out-of-range labels). Options are 'error' (raise, naming the column and an example row), 'skip' (filter
-    the rows out; fit counts and logs them) and 'keep' (fit: skip them; transform: output NaN for them).
-    """
-
-    handleInvalid: "Param[str]" = Param(
-        Params._dummy(),
-        "handleInvalid",
-        "how to handle invalid rows (null, NaN or infinite features, wrong length, null, NaN or out-of-range "
-        "labels). Options are 'error' (raise, naming the column and an example row), 'skip' (filter the rows "
-        "out; fit counts and logs them) and 'keep' (fit: skip them; transform: output NaN for them).",
-        typeConverter=_to_handle_invalid,
-    )
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._setDefault(handleInvalid="error")
-
-    def getHandleInvalid(self) -> str:
-        """Gets the value of handleInvalid or its default value."""
-        return self.getOrDefault(self.handleInvalid)
-
-
-class HasInferenceBatchSize(Params):
-    """Mixin for param inferenceBatchSize: rows per forward pass in transform (>= 1)."""
-
-    inferenceBatchSize: "Param[int]" = Param(
-        Params._dummy(),
-        "inferenceBatchSize",
-        "rows per forward pass in transform (>= 1); at most spark.sql.execution.arrow.maxRecordsPerBatch "
-        "(1024 in sessions sparkdl creates), the rows of one Arrow batch.",
-        typeConverter=_positive_int("inferenceBatchSize"),
-    )
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._setDefault(inferenceBatchSize=1024)
-
-    def getInferenceBatchSize(self) -> int:
-        """Gets the value of inferenceBatchSize or its default value."""
-        return self.getOrDefault(self.inferenceBatchSize)
-
-
-class HasValidationData(Params):
-    """Mixin for param validationData: a DataFrame evaluated after every epoch (not saved with the stage); an
-    alternative to validationIndicatorCol.
-    """
-
-    validationData: "Param[Any]" = Param(
-        Params._dummy(),
-        "validationData",
-        "a DataFrame evaluated after every epoch (not saved with the stage); an alternative to "
-        "validationIndicatorCol.",
-        typeConverter=_to_dataframe,
-    )
-
-    def __init__(self) -> None:
-        super().__init__()
-
-    def getValidationData(self) -> Any:
-        """Gets the value of validationData or its default value."""
-        return self.getOrDefault(self.validationData)
-
-
-class HasMaxRecoveries(Params):
-    """Mixin for param maxRecoveries: how many transient failures (a lost executor, a fetch failure, a killed task)
-    training recovers from by replaying iterations (>= 0); an error raised by the computation (a layer, the loss, a
-    bad row) is never replayed.
-    """
-
-    maxRecoveries: "Param[int]" = Param(
-        Params._dummy(),
-        "maxRecoveries",
-        "how many transient failures (a lost executor, a fetch failure, a killed task) training recovers from by "
-        "replaying iterations (>= 0); an error raised by the computation (a layer, the loss, a bad row) is never "
-        "replayed.",
-        typeConverter=_non_negative_int("maxRecoveries"),
-    )
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._setDefault(maxRecoveries=3)
-
-    def getMaxRecoveries(self) -> int:
-        """Gets the value of maxRecoveries or its default value."""
-        return self.getOrDefault(self.maxRecoveries)
-
-
-class HasResume(Params):
-    """Mixin for param resume: continue from the latest checkpoint in checkpointDir (weights, optimizer state,
-    schedule, counters), if there is one; the continuation equals an uninterrupted run.
-    """
-
-    resume: "Param[bool]" = Param(
-        Params._dummy(),
-        "resume",
-        "continue from the latest checkpoint in checkpointDir (weights, optimizer state, schedule, counters), if "
-        "there is one; the continuation equals an uninterrupted run.",
-        typeConverter=_typed("resume", TypeConverters.toBoolean),
-    )
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._setDefault(resume=False)
-
-    def getResume(self) -> bool:
-        """Gets the value of resume or its default value."""
-        return self.getOrDefault(self.resume)
-
-
-class HasClassWeights(Params):
-    """Mixin for param classWeights: weight of each class (>= 0, one per class index): a row's loss is weighted by
-    its label's weight (times weightCol when set) and the mean loss divides by the summed weights.
-    """
-
-    classWeights: "Param[List[float]]" = Param(
-        Params._dummy(),
-        "classWeights",
-        "weight of each class (>= 0, one per class index): a row's loss is weighted by its label's weight (times "
-        "weightCol when set) and the mean loss divides by the summed weights.",
-        typeConverter=_to_class_weights,
-    )
-
-    def __init__(self) -> None:
-        super().__init__()
-
-    def getClassWeights(self) -> List[float]:
-        """Gets the value of classWeights or its default value."""
-        return self.getOrDefault(self.classWeights)
+        super(cls, self).__init__()
+        if default is not _NO_DEFAULT:
+            self._setDefault(**{name: default})
+
+    def getter(self):
+        return self.getOrDefault(getattr(self, name))
+
+    getter.__doc__ = f"Gets the value of {name} or its default value."
+    getter.__annotations__ = {"return": type_hint}
+    for fn, fn_name in ((__init__, "__init__"), (getter, getter_name)):
+        fn.__name__, fn.__qualname__ = fn_name, f"{cls_name}.{fn_name}"
+    cls = type(cls_name, (Params,), {
+        "__module__": __name__, "__qualname__": cls_name, "__doc__": f"Mixin for param {name}: {doc}",
+        "__annotations__": {name: f"Param[{type_hint}]"},
+        name: Param(Params._dummy(), name, doc, typeConverter=converter),
+        "__init__": __init__, getter_name: getter})
+    return cls
+
+
+HasNetwork = _mixin("network", "Any", _to_network,
+                    "the sparkdl.nn.Module to train; its current weights are the initial weights (fit trains a copy "
+                    "and never modifies it).")
+HasLoss = _mixin("loss", "Any", _to_loss,
+                 "the sparkdl loss to minimise (default: CrossEntropyLoss for DLClassifier, MSELoss for DLEstimator).")
+HasOptimizer = _mixin("optimizer", "Any", _to_optimizer,
+                      "the sparkdl.optim optimizer (default: Adam with lr = learningRate); fit uses a copy; an "
+                      "explicitly set learningRate overrides its lr.")
+HasLearningRate = _mixin("learningRate", "float", _to_learning_rate,
+                         "learning rate (> 0) of the default Adam optimizer, or the override of the optimizer's lr "
+                         "when set explicitly.", default=1e-3)
+HasBatchSize = _mixin("batchSize", "int", _int_at_least("batchSize", 1),
+                      "global mini-batch size (>= 1) of training, split across partitions.", default=64)
+HasMaxEpoch = _mixin("maxEpoch", "int", _int_at_least("maxEpoch", 1),
+                     "number of passes over the training data (>= 1).", default=10)
+HasSeed = _mixin("seed", "int", _typed("seed", TypeConverters.toInt),
+                 "random seed of shuffling and Dropout (deterministic default 0; the initial weights are the "
+                 "network's own, see Module.initialize).", default=0)
+HasFeatureShape = _mixin("featureShape", "List[int]", _to_shape,
+                         "per-row input shape of the network, e.g. [1, 28, 28]; flat features are reshaped to it "
+                         "(default: the column's natural shape).")
+HasFeaturesCols = _mixin("featuresCols", "List[str]", _to_columns,
+                         "numeric scalar columns used together as the features, in this order; when set, featuresCol "
+                         "is ignored.")
+HasMaxLength = _mixin("maxLength", "int", _int_at_least("maxLength", 1),
+                      "token-id sequences (a network starting with SequenceLengths): rows are padded or truncated to "
+                      "this many tokens (default: the longest training row; transform pads each batch to its longest "
+                      "row).")
+HasNumPartitions = _mixin("numPartitions", "int", _int_at_least("numPartitions", 1),
+                          "number of partitions (= tasks per iteration) the training data is repartitioned to "
+                          "(default: spark.default.parallelism).")
+HasCheckpointDir = _mixin("checkpointDir", "str", _typed("checkpointDir", TypeConverters.toString),
+                          "directory for training checkpoints, written after every epoch (default: none).")
+HasHandleInvalid = _mixin("handleInvalid", "str", _to_handle_invalid,
+                          "how to handle invalid rows (null, NaN or infinite features, wrong length, null, NaN or "
+                          "out-of-range labels). Options are 'error' (raise, naming the column and an example row), "
+                          "'skip' (filter the rows out; fit counts and logs them) and 'keep' (fit: skip them; "
+                          "transform: output NaN for them).", default="error")
+HasInferenceBatchSize = _mixin("inferenceBatchSize", "int", _int_at_least("inferenceBatchSize", 1),
+                               "rows per forward pass in transform (>= 1); at most "
+                               "spark.sql.execution.arrow.maxRecordsPerBatch (1024 in sessions sparkdl creates), the "
+                               "rows of one Arrow batch.", default=1024)
+HasValidationData = _mixin("validationData", "Any", _to_dataframe,
+                           "a DataFrame evaluated after every epoch (not saved with the stage); an alternative to "
+                           "validationIndicatorCol.")
+HasMaxRecoveries = _mixin("maxRecoveries", "int", _int_at_least("maxRecoveries", 0),
+                          "how many transient failures (a lost executor, a fetch failure, a killed task) training "
+                          "recovers from by replaying iterations (>= 0); an error raised by the computation (a layer, "
+                          "the loss, a bad row) is never replayed.", default=3)
+HasResume = _mixin("resume", "bool", _typed("resume", TypeConverters.toBoolean),
+                   "continue from the latest checkpoint in checkpointDir (weights, optimizer state, schedule, "
+                   "counters), if there is one; the continuation equals an uninterrupted run.", default=False)
+HasClassWeights = _mixin("classWeights", "List[float]", _to_class_weights,
+                         "weight of each class (>= 0, one per class index): a row's loss is weighted by its label's "
+                         "weight (times weightCol when set) and the mean loss divides by the summed weights.")

@@ -19,6 +19,8 @@ import tempfile
 
 from pyspark.ml.util import DefaultParamsReader, DefaultParamsWriter, MLReadable, MLReader, MLWritable, MLWriter
 
+from sparkdl.ml.params import OBJECT_PARAMS
+
 __all__ = ["DLWritable", "DLReadable", "DLWriter", "DLReader", "write_network", "read_network", "FORMAT_VERSION"]
 
 log = logging.getLogger("sparkdl.ml")
@@ -74,7 +76,6 @@ class DLWriter(MLWriter):
         self.instance = instance
 
     def saveImpl(self, path: str) -> None:
-        from sparkdl.ml.params import OBJECT_PARAMS
         inst = self.instance
         params = {p.name: v for p, v in inst._paramMap.items() if p.name not in OBJECT_PARAMS}
         extra = {"formatVersion": FORMAT_VERSION, "modelData": inst._model_data()}
@@ -101,7 +102,6 @@ class DLReader(MLReader):
         self.cls = cls
 
     def load(self, path: str):
-        from sparkdl.ml.params import OBJECT_PARAMS
         metadata = DefaultParamsReader.loadMetadata(path, self.sparkSession)
         expected = f"{self.cls.__module__}.{self.cls.__name__}"
         if metadata["class"] != expected:

@@ -7,18 +7,18 @@ tokens; ``SequenceLengths`` turns the padding back into per-row lengths inside t
 contribute nothing. ``T`` is the ``maxLength`` Param, or by default the longest training row. In
 ``transform`` each Arrow batch is padded to its own longest row (at most ``T``) unless ``maxLength`` is set.
 
-Validated before training, as Spark SQL like every other check (:mod:`sparkdl.ml.validation`): null rows or
-ids, negative ids, and ids >= the vocabulary size -- ``num_embeddings`` of the network's first
-``Embedding``/``EmbeddingBag`` -- each reported with its count and an example row.
+Validated before training, as Spark SQL like every other check (``token_checks`` in
+:mod:`sparkdl.ml.validation`): null rows or ids, negative ids, and ids >= the vocabulary size --
+``num_embeddings`` of the network's first ``Embedding``/``EmbeddingBag`` -- each reported with its count and
+an example row.
 """
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import functions as F
 from pyspark.sql.types import IntegralType
 
-__all__ = ["token_input", "token_kind", "token_checks", "decode_tokens"]
+__all__ = ["token_input", "token_kind", "decode_tokens"]
 
 
 def _leaves(network):
@@ -47,17 +47,6 @@ def token_kind(schema, stage: str, kind: str, cols) -> str:
                         f"{dtype.simpleString() if len(cols) == 1 else f'featuresCols {list(cols)}'}; map tokens "
                         "to ids first (e.g. with CountVectorizer's vocabulary)")
     return "tokens"
-
-
-def token_checks(col_name: str, col, vocab_size: int | None) -> list:
-    """Checks (true = bad row) of a token-id column: nulls, negative ids, ids >= ``vocab_size``."""
-    from sparkdl.ml.validation import Check
-    checks = [Check(col_name, "null values", col.isNull() | F.exists(col, lambda x: x.isNull())),
-              Check(col_name, "negative token ids", F.exists(col, lambda x: x < 0))]
-    if vocab_size is not None:
-        checks.append(Check(col_name, f"token ids >= {vocab_size} (the vocabulary size: num_embeddings of the "
-                                      "network's Embedding)", F.exists(col, lambda x: x >= vocab_size)))
-    return checks
 
 
 def decode_tokens(arr: pa.ListArray, length: int, padding_value: int, vocab_size: int | None,

@@ -15,7 +15,7 @@ from pyspark.sql.types import ArrayType, DecimalType, DoubleType, FloatType, Lon
 from sparkdl.ml.arrow import IMAGE_MODES
 
 __all__ = ["column_kind", "field", "quote", "values", "feature_kind", "feature_exprs", "label_expr", "Check",
-           "feature_checks", "label_checks", "label_range_check", "label_size_check", "run_checks", "describe_row",
+           "feature_checks", "token_checks", "label_checks", "label_range_check", "label_size_check", "run_checks", "describe_row",
            "example_row", "raise_first", "IMAGE_FIELDS"]
 
 log = logging.getLogger("sparkdl.ml")
@@ -122,7 +122,6 @@ def feature_checks(kind: str, cols, schema, size: int | None, image_shape=None, 
     for c in cols:
         col = F.col(quote(c))
         if kind == "tokens":
-            from sparkdl.ml.tokens import token_checks
             checks += token_checks(c, col, vocab_size)
             continue
         floating = kind != "image"
@@ -149,6 +148,16 @@ def feature_checks(kind: str, cols, schema, size: int | None, image_shape=None, 
                 checks.append(Check(c, f"a length other than {size}{why}", F.size(values(kind, col)) != size))
         elif kind == "scalar" and isinstance(schema[c].dataType, (FloatType, DoubleType)):
             checks.append(Check(c, "NaN or infinite values", _non_finite(col)))
+    return checks
+
+
+def token_checks(col_name: str, col, vocab_size: int | None) -> list:
+    """Checks (true = bad row) of a token-id column: nulls, negative ids, ids >= ``vocab_size``."""
+    checks = [Check(col_name, "null values", col.isNull() | F.exists(col, lambda x: x.isNull())),
+              Check(col_name, "negative token ids", F.exists(col, lambda x: x < 0))]
+    if vocab_size is not None:
+        checks.append(Check(col_name, f"token ids >= {vocab_size} (the vocabulary size: num_embeddings of the "
+                                      "network's Embedding)", F.exists(col, lambda x: x >= vocab_size)))
     return checks
 
 

@@ -18,9 +18,9 @@ from sparkdl.nn.loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Los
 from sparkdl.nn.merge import Add, Concatenate
 from sparkdl.nn.module import Module
 from sparkdl.nn.normalization import BatchNorm1d, BatchNorm2d
-from sparkdl.nn.onnx_ops import OnnxOp, RecurrentPart
+from sparkdl.nn.onnx_op import OnnxOp
 from sparkdl.nn.pooling import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
-from sparkdl.nn.recurrent import GRU, LSTM, RNN
+from sparkdl.nn.recurrent import GRU, LSTM, RNN, RecurrentPart
 from sparkdl.nn.sequence import PaddedSequence, RNNOutput, SequenceLengths
 from sparkdl.nn.shape import Flatten, Identity, Reshape
 from sparkdl.nn.transformer import TransformerEncoder, TransformerEncoderLayer

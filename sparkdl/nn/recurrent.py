@@ -1,5 +1,6 @@
 """Recurrent layers :class:`RNN` (tanh/relu), :class:`LSTM` and :class:`GRU`, with PyTorch's parameters,
-initialization, input/output layout and padded-sequence semantics.
+initialization, input/output layout and padded-sequence semantics; and :class:`RecurrentPart`, one output of an
+ONNX ``LSTM``/``GRU``/``RNN`` node taken from such a layer's ``(output, state)`` (imported ONNX graphs).
 
 Per layer and direction the input projection of all T steps is one GEMM, the recurrence runs in a numba
 kernel (:mod:`sparkdl.kernels.recurrent`) and the weight gradients are again GEMMs over all steps.
@@ -18,7 +19,7 @@ from sparkdl.nn.dropout_masks import dropout_mask
 from sparkdl.nn.module import Module
 from sparkdl.nn.sequence import PaddedSequence, check_lengths
 
-__all__ = ["RNN", "LSTM", "GRU"]
+__all__ = ["RNN", "LSTM", "GRU", "RecurrentPart"]
 
 _GATES = {"RNN": 1, "LSTM": 4, "GRU": 3}
 
@@ -309,3 +310,61 @@ class GRU(_RNNBase):
     """
 
     mode = "GRU"
+
+
+class RecurrentPart(Module):
+    """One output of an ONNX ``LSTM``/``GRU``/``RNN`` node, from a sparkdl recurrent layer's ``(output, state)``.
+
+    Parameters
+    ----------
+    part : {'Y', 'Y_h', 'Y_c'}
+        ``Y``: all hidden states (T, D, N, H); ``Y_h``: the last hidden state (D, N, H); ``Y_c``: the last
+        cell state of an LSTM (D, N, H).
+    num_directions : int
+        D (1 or 2).
+    layer : int, default 0
+        For ``Y_h``/``Y_c``: which layer of a stacked module (``Y`` is always the last layer's).
+
+    Shapes
+    ------
+    - input: ``(output (T, N, D * H), h_n)`` or ``(output, (h_n, c_n))`` of a ``batch_first=False`` layer
+    - output: as ``part`` (ONNX's layouts, ``layout=0``): rows ``layer * D .. (layer + 1) * D`` of the state
+
+    References
+    ----------
+    ONNX ``LSTM``/``GRU``/``RNN`` operator specifications (outputs Y, Y_h, Y_c).
+    """
+
+    def __init__(self, part: str, num_directions: int = 1, layer: int = 0):
+        super().__init__()
+        if part not in ("Y", "Y_h", "Y_c") or num_directions not in (1, 2) or not (
+                isinstance(layer, (int, np.integer)) and layer >= 0):
+            raise ValueError(f"RecurrentPart: part must be 'Y', 'Y_h' or 'Y_c', num_directions 1 or 2 and layer an "
+                             f"int >= 0, got {part!r}, {num_directions!r}, {layer!r}")
+        self.part, self.num_directions, self.layer = part, int(num_directions), int(layer)
+
+    def forward(self, x, *, training=False, rng=None):
+        out, state = x
+        lstm = isinstance(state, tuple)
+        if self.part == "Y":
+            t, n, dh = out.shape
+            return np.ascontiguousarray(out.reshape(t, n, self.num_directions, -1).transpose(0, 2, 1, 3)), \
+                (lstm, out.shape)
+        full = (state[0] if self.part == "Y_h" else state[1]) if lstm else state
+        d = self.num_directions
+        return full[self.layer * d:(self.layer + 1) * d].copy(), (lstm, full.shape)
+
+    def backward(self, cache, grad_y, grad_params):
+        lstm, shape = cache
+        if self.part == "Y":
+            g_out = np.ascontiguousarray(grad_y.transpose(0, 2, 1, 3)).reshape(shape)
+            return (g_out, (None, None)) if lstm else (g_out, None)
+        g = np.zeros(shape, grad_y.dtype)
+        d = self.num_directions
+        g[self.layer * d:(self.layer + 1) * d] = grad_y
+        if not lstm:
+            return None, g
+        return None, ((g, None) if self.part == "Y_h" else (None, g))
+
+    def get_config(self):
+        return {"part": self.part, "num_directions": self.num_directions, "layer": self.layer}

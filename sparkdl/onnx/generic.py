@@ -21,7 +21,7 @@ import re
 import numpy as np
 
 from sparkdl import nn
-from sparkdl.nn.onnx_ops import _CASTS, ONNX_OPS
+from sparkdl.nn.onnx_op import CASTS as _CASTS, ONNX_OPS
 from sparkdl.onnx.converters import converter, describe
 from sparkdl.onnx.reader import tensor_array
 

@@ -1,11 +1,13 @@
-"""Whole-array tensor operators with ONNX semantics: :class:`OnnxOp` (one ONNX node evaluated with numpy) and
-:class:`RecurrentPart` (one output of an ONNX ``LSTM``/``GRU``/``RNN`` node taken from a sparkdl recurrent
-layer). They are the nodes of imported graphs that no sparkdl layer expresses: the attention arithmetic,
-transposes, reshapes and shape computations that ``torch.onnx.export`` writes around sequence layers.
+"""Whole-array tensor operators with ONNX semantics: :class:`OnnxOp`, one ONNX operator node evaluated with numpy,
+and its operator table :data:`ONNX_OPS`. They are the nodes of imported graphs that no sparkdl layer expresses:
+the attention arithmetic, transposes, reshapes and shape computations that ``torch.onnx.export`` writes around
+sequence layers (:mod:`sparkdl.onnx` imports them; the outputs of an ONNX recurrent node are
+:class:`~sparkdl.nn.RecurrentPart`, beside the recurrent layers).
 
 Unlike the layers, these operate on the whole array: the batch axis may be anywhere (attention exports carry
 (L, N, E) and (N * heads, L, d) tensors), and integer shape tensors flow between them. Forward and backward
-of each operator sit side by side in :data:`_OPS`; integer results (``Shape``, comparisons) have no gradient.
+of each operator sit side by side in :data:`ONNX_OPS`; integer results (``Shape``, comparisons) have no gradient.
+:data:`CASTS` maps the ONNX element types that ``Cast`` supports to numpy types.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import numpy as np
 
 from sparkdl.nn.module import Module
 
-__all__ = ["OnnxOp", "RecurrentPart", "ONNX_OPS"]
+__all__ = ["OnnxOp", "ONNX_OPS", "CASTS"]
 
 
 def _unbroadcast(g, shape):
@@ -206,12 +208,13 @@ def _unary(fn, grad):
     return forward, (lambda c, g, a: (grad(c[0], c[1], g),))
 
 
-_CASTS = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_, 11: np.float64}
+#: ONNX ``TensorProto`` element type -> numpy type, for ``Cast``: FLOAT, INT32, INT64, BOOL, DOUBLE.
+CASTS = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_, 11: np.float64}
 
 
 def _cast():
     def forward(xs, a):
-        to = _CASTS[a["to"]]
+        to = CASTS[a["to"]]
         return xs[0].astype(to), (xs[0].dtype, np.dtype(to).kind == "f" and xs[0].dtype.kind == "f")
     return forward, (lambda c, g, a: (g.astype(c[0]) if c[1] else None,))
 
@@ -350,61 +353,3 @@ class OnnxOp(Module):
         return {"op_type": self.op_type, "attrs": self.attrs, "inputs": self.inputs,
                 "parameters": {k: list(v) for k, v in self.parameters.items()},
                 "buffers": {k: list(v) for k, v in self.buffers.items()}}
-
-
-class RecurrentPart(Module):
-    """One output of an ONNX ``LSTM``/``GRU``/``RNN`` node, from a sparkdl recurrent layer's ``(output, state)``.
-
-    Parameters
-    ----------
-    part : {'Y', 'Y_h', 'Y_c'}
-        ``Y``: all hidden states (T, D, N, H); ``Y_h``: the last hidden state (D, N, H); ``Y_c``: the last
-        cell state of an LSTM (D, N, H).
-    num_directions : int
-        D (1 or 2).
-    layer : int, default 0
-        For ``Y_h``/``Y_c``: which layer of a stacked module (``Y`` is always the last layer's).
-
-    Shapes
-    ------
-    - input: ``(output (T, N, D * H), h_n)`` or ``(output, (h_n, c_n))`` of a ``batch_first=False`` layer
-    - output: as ``part`` (ONNX's layouts, ``layout=0``): rows ``layer * D .. (layer + 1) * D`` of the state
-
-    References
-    ----------
-    ONNX ``LSTM``/``GRU``/``RNN`` operator specifications (outputs Y, Y_h, Y_c).
-    """
-
-    def __init__(self, part: str, num_directions: int = 1, layer: int = 0):
-        super().__init__()
-        if part not in ("Y", "Y_h", "Y_c") or num_directions not in (1, 2) or not (
-                isinstance(layer, (int, np.integer)) and layer >= 0):
-            raise ValueError(f"RecurrentPart: part must be 'Y', 'Y_h' or 'Y_c', num_directions 1 or 2 and layer an "
-                             f"int >= 0, got {part!r}, {num_directions!r}, {layer!r}")
-        self.part, self.num_directions, self.layer = part, int(num_directions), int(layer)
-
-    def forward(self, x, *, training=False, rng=None):
-        out, state = x
-        lstm = isinstance(state, tuple)
-        if self.part == "Y":
-            t, n, dh = out.shape
-            return np.ascontiguousarray(out.reshape(t, n, self.num_directions, -1).transpose(0, 2, 1, 3)), \
-                (lstm, out.shape)
-        full = (state[0] if self.part == "Y_h" else state[1]) if lstm else state
-        d = self.num_directions
-        return full[self.layer * d:(self.layer + 1) * d].copy(), (lstm, full.shape)
-
-    def backward(self, cache, grad_y, grad_params):
-        lstm, shape = cache
-        if self.part == "Y":
-            g_out = np.ascontiguousarray(grad_y.transpose(0, 2, 1, 3)).reshape(shape)
-            return (g_out, (None, None)) if lstm else (g_out, None)
-        g = np.zeros(shape, grad_y.dtype)
-        d = self.num_directions
-        g[self.layer * d:(self.layer + 1) * d] = grad_y
-        if not lstm:
-            return None, g
-        return None, ((g, None) if self.part == "Y_h" else (None, g))
-
-    def get_config(self):
-        return {"part": self.part, "num_directions": self.num_directions, "layer": self.layer}
