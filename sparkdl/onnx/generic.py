@@ -21,7 +21,7 @@ import re
 import numpy as np
 
 from sparkdl import nn
-from sparkdl.nn.onnx_op import CASTS as _CASTS, ONNX_OPS
+from sparkdl.nn.onnx_op import CASTS, ONNX_OPS
 from sparkdl.onnx.converters import converter, describe
 from sparkdl.onnx.reader import tensor_array
 
@@ -143,8 +143,8 @@ def _plain(op_type, attrs=None, check=None):
 
 
 def _check_cast(node, a, ctx):
-    if a["to"] not in _CASTS:
-        ctx.fail(node, f"to={a['to']}; supported element types: {sorted(_CASTS)} (float, float64, int32, int64, "
+    if a["to"] not in CASTS:
+        ctx.fail(node, f"to={a['to']}; supported element types: {sorted(CASTS)} (float, float64, int32, int64, "
                        "bool)")
 
 
