@@ -1,6 +1,6 @@
 """Kernel benchmark: one full training step (forward, softmax cross-entropy gradient, backward) in sparkdl
 and in PyTorch, same model, weights, batch and thread count, measured in the same process. sparkdl's step is
-an engine task's (:func:`sparkdl.parallel_step.task_gradient_sum`: at several threads the rows of a batch are
+an engine task's (:func:`sparkdl.step.task_gradient_sum`: at several threads the rows of a batch are
 split across threads where the model allows it: all five models here, the Transformer's dropout and the
 batch-first LSTM included); neither library computes the gradient of the input batch (torch: no
 ``requires_grad``).
@@ -123,8 +123,7 @@ def build(name):
     """(sparkdl step, torch step, max |logit difference| between the two at the start)."""
     import torch
     from sparkdl import nn
-    from sparkdl.parallel_step import task_gradient_sum
-    from sparkdl.trainer import sum_reduction
+    from sparkdl.step import sum_reduction, task_gradient_sum
     model = nn.Sequential(*_layers("sparkdl", name)).initialize(0)
     tmodel = torch.nn.Sequential(*_layers("torch", name))
     tmodel.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in model.state_dict().items()})

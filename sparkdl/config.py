@@ -79,7 +79,8 @@ from numba.core.registry import CPUDispatcher  # noqa: E402
 from threadpoolctl import ThreadpoolController, threadpool_limits  # noqa: E402
 
 __all__ = ["NJIT_OPTIONS", "njit", "njit_parallel", "set_num_threads", "get_num_threads", "kernel_threads",
-           "threading_layer", "serializes_parallel_kernels"]
+           "threading_layer", "serializes_parallel_kernels", "thread_pool_size", "set_thread_local_threads",
+           "load_compiler"]
 
 log = logging.getLogger("sparkdl")
 
@@ -354,3 +355,30 @@ def cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - non-Linux
         return os.cpu_count() or 1
+
+
+def thread_pool_size() -> int:
+    """The size of numba's thread pool (``numba.config.NUMBA_NUM_THREADS``): the most threads
+    :func:`set_num_threads` accepts."""
+    return numba.config.NUMBA_NUM_THREADS
+
+
+def set_thread_local_threads(n: int) -> int:
+    """Set the number of threads numba kernels use in the calling Python thread only; BLAS is left as it is.
+
+    For a thread that runs part of a step on its own (:mod:`sparkdl.step.threads` runs each row part with
+    ``n = 1``); :func:`set_num_threads` is the process-level setting. Returns the calling thread's previous
+    count. numba raises ``ValueError`` if ``n`` is outside ``[1, thread_pool_size()]``.
+    """
+    previous = numba.get_num_threads()
+    numba.set_num_threads(n)
+    return previous
+
+
+def load_compiler() -> None:
+    """Set up numba's CPU compiler now (its target and typing contexts, which numba otherwise loads lazily on a
+    process's first compilation or cache load), so that processes forked afterwards inherit it
+    (:func:`sparkdl.daemon.preload`). Starts no thread."""
+    cpu_target = numba.core.registry.cpu_target  # the module is imported above (CPUDispatcher)
+    cpu_target.target_context.refresh()
+    cpu_target.typing_context.refresh()

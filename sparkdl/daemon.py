@@ -38,6 +38,8 @@ from __future__ import annotations
 import os
 import sys
 
+from sparkdl.config import load_compiler
+
 __all__ = ["prefer_installed_pyspark", "preload", "quiet_when_the_jvm_hung_up", "main"]
 
 #: Imported by :func:`preload`; none of them imports pyarrow or pandas (tests/test_daemon.py checks).
@@ -81,9 +83,7 @@ def preload() -> None:
 
     for name in PRELOADED:
         importlib.import_module(name)
-    from numba.core.registry import cpu_target
-    cpu_target.target_context.refresh()
-    cpu_target.typing_context.refresh()
+    load_compiler()
     gc.collect()
     gc.freeze()
 

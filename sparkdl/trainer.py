@@ -1,7 +1,7 @@
 """Single-process training, evaluation and prediction — the reference the distributed engine must match.
 
-One training step (:func:`train_step`) is exactly what one synchronous data-parallel iteration computes on
-the union of the partitions' mini-batches::
+One training step (:func:`train_step`, from :mod:`sparkdl.step`) is exactly what one synchronous data-parallel
+iteration computes on the union of the partitions' mini-batches::
 
     y            = model.forward(xb, training=True, rng)
     L_sum        = loss_sum(y, yb)                          # the loss with reduction='sum'
@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sparkdl.metrics import ValidationMethod
+from sparkdl.io.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from sparkdl.metrics import Loss, ValidationMethod
 from sparkdl.nn.module import Module
+from sparkdl.step import gradient_sum, grouped_gradient_sum, sum_reduction, train_step
 
 __all__ = ["History", "train_step", "fit", "evaluate", "predict", "sum_reduction", "gradient_sum",
            "grouped_gradient_sum"]
@@ -45,109 +47,6 @@ class History:
     def from_dict(cls, d: dict) -> "History":
         return cls(list(d["loss"]), list(d["lr"]), {k: list(v) for k, v in d["validation"].items()},
                    list(d["epoch_time"]))
-
-
-def sum_reduction(loss):
-    """``loss`` itself if its reduction is ``'sum'``, else a copy of it with ``reduction='sum'``."""
-    if getattr(loss, "reduction", None) == "sum":
-        return loss
-    if not hasattr(loss, "get_config"):
-        raise TypeError(f"loss {type(loss).__name__} needs get_config() to derive its reduction='sum' form")
-    return type(loss)(**{**loss.get_config(), "reduction": "sum"})
-
-
-def gradient_sum(model, loss_sum, xb, yb, rng, grad_out):
-    """Forward/backward of ``model`` on one batch with a ``reduction='sum'`` loss (training mode).
-
-    Writes the gradient of the summed loss into ``grad_out`` (flat, the model's layout) and returns
-    ``(loss_sum, normalizer)``. The single-process step and every Spark task of the distributed engine
-    compute gradients with this one function."""
-    y, cache = model.forward(xb, training=True, rng=rng)
-    value, lcache = loss_sum.forward(y, yb)
-    grad_y = loss_sum.backward(lcache, 1.0)
-    model.backward_parameters(cache, grad_y, grad_out)  # the batch is data: no input gradient
-    return float(value), float(loss_sum.normalizer(yb))
-
-
-def grouped_gradient_sum(model, loss_sum, xb, yb, rngs, groups, grad_out):
-    """:func:`gradient_sum` the way the distributed engine computes it, one group of rows at a time.
-
-    Group ``g`` is the next ``groups[g]`` rows of the batch (a Spark partition's share of a global batch). Each
-    non-empty group runs forward/backward on its own, with its own ``rngs[g]`` and from the same starting
-    buffers, so layers that use batch statistics (BatchNorm) see that group only; the gradient sums are added
-    in group order in the model's dtype, the loss sums and normalizers added, and the buffers (BatchNorm running
-    statistics) become the row-weighted average of the groups' buffers. Returns ``(loss_sum, normalizer)``.
-    """
-    sizes = [int(g) for g in groups]
-    if any(g < 0 for g in sizes) or sum(sizes) != len(xb):
-        raise ValueError(f"groups must be non-negative row counts summing to the batch size {len(xb)}, got {sizes}")
-    rngs = [None] * len(sizes) if rngs is None else list(rngs)
-    if len(rngs) != len(sizes):
-        raise ValueError(f"with groups, rng must be None or one generator per group ({len(sizes)}), got {len(rngs)}")
-    start_buffers = model.flat_buffers.copy()
-    buffers, grad = None, np.empty_like(grad_out)
-    grad_out[...] = 0
-    total = norm = 0.0
-    lo, rows = 0, 0
-    for size, rng in zip(sizes, rngs):
-        if size == 0:
-            continue
-        model.flat_buffers[...] = start_buffers
-        value, count = gradient_sum(model, loss_sum, xb[lo:lo + size], yb[lo:lo + size], rng, grad)
-        grad_out += grad
-        total, norm = total + value, norm + count
-        weighted = model.flat_buffers * model.dtype.type(size)
-        buffers = weighted if buffers is None else buffers + weighted
-        lo, rows = lo + size, rows + size
-    if buffers is not None and buffers.size:
-        model.flat_buffers[...] = buffers / model.dtype.type(rows)
-    return total, norm
-
-
-def train_step(model: Module, loss, optimizer, opt_state, xb: np.ndarray, yb: np.ndarray, lr: float | None,
-               rng, *, grad_buffer: np.ndarray | None = None, groups=None) -> float:
-    """One optimisation step on the batch ``(xb, yb)``; updates ``model`` and ``opt_state`` in place.
-
-    Parameters
-    ----------
-    model : Module
-    loss : sparkdl loss
-        Any reduction; the step differentiates its ``reduction='sum'`` form and divides by
-        ``loss.normalizer(yb)``, which equals the mean gradient (and is what the distributed engine does).
-    optimizer : sparkdl.optim.Optimizer
-        Already ``configure``\\ d for ``model.parameter_layout()``; updates the whole vector (``lo=0``), applying
-        its own gradient clipping (``clip_norm``/``clip_value``) to the whole flat mean gradient.
-    opt_state : dict
-        ``optimizer.init_state(0, model.num_parameters())``.
-    xb, yb : ndarray
-        The batch: (N, ...) inputs of ``model.dtype`` and the loss's targets.
-    lr : float or None
-        Learning rate for this step (``None``: the optimizer's own).
-    rng : numpy.random.Generator or None
-        Randomness of the forward pass (Dropout); with ``groups``, a sequence of one generator (or None) per group.
-    grad_buffer : ndarray, optional
-        Reused flat gradient storage (saves an allocation per step).
-    groups : sequence of int, optional
-        Compute the step as the distributed engine does with one group per Spark partition: the batch is
-        the concatenation of ``len(groups)`` consecutive groups of ``groups[g]`` rows, each run forward and
-        backward separately (BatchNorm statistics per group; see :func:`grouped_gradient_sum`). Default: one
-        group.
-
-    Returns
-    -------
-    float
-        The batch's mean loss (``sum / normalizer``).
-    """
-    grads = model.zeros_like_parameters() if grad_buffer is None else grad_buffer
-    if groups is None:
-        total, count = gradient_sum(model, sum_reduction(loss), xb, yb, rng, grads)
-    else:
-        total, count = grouped_gradient_sum(model, sum_reduction(loss), xb, yb, rng, groups, grads)
-    if count <= 0:
-        raise ValueError(f"train_step: loss.normalizer(yb) must be > 0, got {count}")
-    grads /= count
-    optimizer.update(model.flat_parameters, grads, opt_state, lo=0, lr=lr)
-    return total / count
 
 
 def _batches(n: int, batch_size: int):
@@ -274,9 +173,6 @@ def fit(model: Module, loss, optimizer, x: np.ndarray, y: np.ndarray, *, batch_s
     TypeError, ValueError
         On inconsistent data, bad counts, or an optimizer configured for another layout.
     """
-    from sparkdl.io.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
-    from sparkdl.metrics import Loss
-
     _check_xy("fit", x, y)
     batch_size = _check_batch_size("fit", batch_size)
     for name, v in (("epochs", epochs), ("seed", seed)):

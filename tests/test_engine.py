@@ -309,7 +309,7 @@ def test_uneven_partitions_warn_naming_the_fix(spark):
 
 @pytest.mark.skipif(__import__("numba").config.NUMBA_NUM_THREADS < 2, reason="needs a numba pool of 2 threads")
 def test_two_threads_per_task_split_rows_and_match_single_process(spark):
-    """threads_per_task=2: each task splits its rows across 2 threads (sparkdl.parallel_step); the trajectory
+    """threads_per_task=2: each task splits its rows across 2 threads (sparkdl.step.threads); the trajectory
     equals the single-process one to float rounding (bitwise is only promised at one thread per task)."""
     x, y = _data(n=200)
     ref = _model()

@@ -22,7 +22,7 @@ GRADIENT = textwrap.dedent("""
     from sparkdl.config import kernel_threads, threading_layer
     from sparkdl.engine.worker import local_gradient
     from sparkdl.models import lenet5
-    from sparkdl.trainer import sum_reduction
+    from sparkdl.step import sum_reduction
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal((96, 1, 28, 28)).astype(np.float32), rng.integers(0, 10, 96)
     model = lenet5().initialize(0)

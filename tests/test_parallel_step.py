@@ -1,4 +1,4 @@
-"""Rows of a training step split across threads (sparkdl.parallel_step): which models, and the same gradients."""
+"""Rows of a training step split across threads (sparkdl.step.threads): which models, and the same gradients."""
 import numba
 import numpy as np
 import pytest
@@ -6,8 +6,8 @@ import pytest
 from sparkdl import nn
 from sparkdl.config import get_num_threads, set_num_threads
 from sparkdl.models import lenet5, mlp
-from sparkdl.parallel_step import MIN_ROWS_PER_THREAD, rows_independent, split_gradient_sum, task_gradient_sum
-from sparkdl.trainer import gradient_sum, sum_reduction
+from sparkdl.step import (MIN_ROWS_PER_THREAD, gradient_sum, rows_independent, split_gradient_sum, sum_reduction,
+                          task_gradient_sum)
 
 two_threads = pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs a numba pool of 2 threads")
 
@@ -83,7 +83,7 @@ def test_split_step_is_reproducible_and_falls_back_for_small_or_coupled_batches(
     task_gradient_sum(model, loss, x, y, None, b)
     np.testing.assert_array_equal(a, b)
     calls = []
-    monkeypatch.setattr("sparkdl.parallel_step.split_gradient_sum", lambda *args: calls.append(args) or 0.0)
+    monkeypatch.setattr("sparkdl.step.threads.split_gradient_sum", lambda *args: calls.append(args) or 0.0)
     small = 2 * MIN_ROWS_PER_THREAD - 1
     task_gradient_sum(model, loss, x[:small], y[:small], None, a)
     assert not calls  # too few rows per thread
@@ -227,7 +227,7 @@ def test_split_also_when_the_threading_layer_serializes_parallel_kernels(threads
     """Whether TBB loads must not change the bits: the rows split on a workqueue host too (its parallel kernels
     take turns); tests/test_host_independence.py compares the bits of the two layers."""
     calls = []
-    monkeypatch.setattr("sparkdl.parallel_step.split_gradient_sum", lambda *args: calls.append(args) or 0.0)
+    monkeypatch.setattr("sparkdl.step.threads.split_gradient_sum", lambda *args: calls.append(args) or 0.0)
     monkeypatch.setattr("sparkdl.config.serializes_parallel_kernels", lambda: True)
     model, loss = mlp().initialize(0), sum_reduction(nn.CrossEntropyLoss())
     x, y = _batch(64)

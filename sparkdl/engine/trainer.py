@@ -32,7 +32,7 @@ from sparkdl.engine.shipping import check_shippable
 from sparkdl.engine.summary import TrainSummary
 from sparkdl.engine.task_errors import TrainingDivergedError, original_error
 from sparkdl.engine.triggers import EveryEpoch, MaxEpoch, TrainingState, Trigger
-from sparkdl.trainer import sum_reduction
+from sparkdl.step import sum_reduction
 from sparkdl.jvm import bridge, empty_view, set_jvm_log_level, stop_console_progress_bar
 
 __all__ = ["DistributedTrainer", "TrainingDivergedError"]

@@ -1,8 +1,8 @@
 """Executor-side computation of one partition's share of an iteration — plain numpy, no Spark imports.
 
-The gradient itself is :func:`sparkdl.trainer.gradient_sum`, the function the single-process trainer
+The gradient itself is :func:`sparkdl.step.gradient_sum`, the function the single-process trainer
 uses, which is why the two agree (bitwise with one thread per task; a task with several threads splits its
-rows across them, :mod:`sparkdl.parallel_step`, and agrees to float rounding).
+rows across them, :mod:`sparkdl.step.threads`, and agrees to float rounding).
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from sparkdl.config import kernel_threads
-from sparkdl.parallel_step import task_gradient_sum
+from sparkdl.config import kernel_threads, thread_pool_size
+from sparkdl.step import task_gradient_sum
 
 __all__ = ["local_gradient", "dropout_rng", "task_threads", "task_scope", "freeze_worker_heap",
            "retain_freed_memory", "restore_allocator_defaults", "read_ahead"]
@@ -47,13 +47,12 @@ def local_gradient(model, loss_sum, x: np.ndarray, y: np.ndarray, rng: np.random
 
 def task_threads(threads: int | None = None) -> int:
     """Threads for the running Spark task: ``threads``, else ``spark.task.cpus`` (1 outside a task), capped by
-    numba's pool (``numba.config.NUMBA_NUM_THREADS``)."""
+    numba's pool (:func:`sparkdl.config.thread_pool_size`)."""
     if not threads:
         from pyspark import TaskContext
         tc = TaskContext.get()
         threads = int(tc.cpus()) if tc is not None else 1
-    from numba import config
-    return max(1, min(int(threads), config.NUMBA_NUM_THREADS))
+    return max(1, min(int(threads), thread_pool_size()))
 
 
 @contextmanager

@@ -21,7 +21,7 @@ class Dropout(Module):
     elements per row and ``u`` a counter-based uniform (SplitMix64, see :mod:`sparkdl.kernels.dropout`). The same
     generator state therefore gives the same mask, and the mask does not depend on how a batch is split into parts
     (a part of rows ``[lo, hi)`` run with ``sparkdl.nn.dropout_masks.row_offset(lo)`` draws rows ``[lo, hi)``
-    of the whole batch's mask; :mod:`sparkdl.parallel_step` relies on it). ``p == 1`` zeroes everything. With
+    of the whole batch's mask; :mod:`sparkdl.step.threads` relies on it). ``p == 1`` zeroes everything. With
     ``training=False`` (or ``p == 0``) the layer is the identity and needs no ``rng``.
 
     Parameters

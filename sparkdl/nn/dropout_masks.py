@@ -7,7 +7,7 @@ element ``(r, j)`` kept iff ``u(seed, r * row_size + j) >= p``, where ``r`` is t
 *whole* batch, ``j`` its flat position within the row, ``row_size`` the elements per row and ``u`` the
 counter-based uniform of :func:`sparkdl.kernels.dropout.uniform24`. The row of an element is its index along the
 layer's batch axis plus the row offset of the calling thread (:func:`row_offset`, 0 unless a caller that runs a
-batch in parts sets it, as :func:`sparkdl.parallel_step.split_gradient_sum` does). So rows ``[lo, hi)`` run on
+batch in parts sets it, as :func:`sparkdl.step.split_gradient_sum` does). So rows ``[lo, hi)`` run on
 their own with offset ``lo`` and a generator in the same state draw exactly rows ``[lo, hi)`` of the whole batch's
 mask.
 """

@@ -8,8 +8,9 @@ instead, each part runs forward and backward on its own Python thread with singl
 kernels release the GIL; so does numpy's BLAS), and the parts' parameter gradients are summed in part order:
 one synchronisation per step.
 
-Only models whose rows are independent are split (:func:`rows_independent`): no batch statistics (BatchNorm),
-no layer that mixes rows; attention and recurrent layers only with ``batch_first`` (the split cuts axis 0).
+Only models whose rows are independent are split (:func:`sparkdl.step.rows_independent`): no batch statistics
+(BatchNorm), no layer that mixes rows; attention and recurrent layers only with ``batch_first`` (the split cuts
+axis 0).
 Dropout is split too: every part gets a copy of the step's generator and the offset of its first row, and
 sparkdl's dropout masks are a function of the seed drawn per call and of an element's row in the whole batch
 (:mod:`sparkdl.nn.dropout_masks`), so the parts draw exactly the whole batch's masks and leave the generator
@@ -26,35 +27,17 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-import numba
 import numpy as np
 
-from sparkdl import nn
-from sparkdl.config import get_num_threads
-from sparkdl.nn.activation import _Elementwise
+from sparkdl.config import get_num_threads, set_thread_local_threads
 from sparkdl.nn.dropout_masks import row_offset
-from sparkdl.nn.loss import SampleWeightedLoss
-from sparkdl.trainer import gradient_sum
+from sparkdl.step.gradient import gradient_sum
+from sparkdl.step.rows import rows_independent
 
-__all__ = ["rows_independent", "split_gradient_sum", "task_gradient_sum", "MIN_ROWS_PER_THREAD"]
+__all__ = ["split_gradient_sum", "task_gradient_sum", "MIN_ROWS_PER_THREAD"]
 
 #: Below this many rows per thread a part is too small for the split to pay (kernel calls dominate).
 MIN_ROWS_PER_THREAD = 16
-
-# Matched by exact type, as the losses are: a user subclass of a listed layer may redefine forward and couple rows.
-# The activations are every sparkdl subclass of _Elementwise.
-_ROWWISE = frozenset({
-    nn.Sequential, nn.Residual, nn.Concat, nn.Linear, nn.Conv2d, nn.Conv1d, nn.PReLU, nn.MaxPool2d, nn.MaxPool1d,
-    nn.AvgPool2d, nn.AvgPool1d, nn.AdaptiveAvgPool2d, nn.Identity, nn.LayerNorm, nn.GroupNorm, nn.Embedding,
-    nn.Dropout, nn.TransformerEncoderLayer, nn.TransformerEncoder, nn.TransformerClassifier, nn.SequenceLengths,
-    nn.RNNOutput}) | {c for c in _Elementwise.__subclasses__() if c.__module__.startswith("sparkdl.")}
-
-# Row-independent only when the batch is axis 0 of their input: the split cuts axis 0 of the batch, and with
-# (L, N, E) / (T, N, D) inputs axis 0 is time, along which attention and recurrences couple the positions.
-_ROWWISE_BATCH_FIRST = frozenset({nn.MultiheadAttention, nn.RNN, nn.LSTM, nn.GRU})
-
-_ROWWISE_LOSSES = (nn.CrossEntropyLoss, nn.NLLLoss, nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.BCEWithLogitsLoss,
-                   nn.BCELoss)
 
 _pools: dict = {}  # thread count -> ThreadPoolExecutor, kept across steps
 _pools_lock = threading.Lock()
@@ -67,30 +50,6 @@ def _forget_pools_in_child():  # a forked child inherits the pools (and lock) bu
 
 
 os.register_at_fork(after_in_child=_forget_pools_in_child)
-
-
-def rows_independent(model, loss=None) -> bool:
-    """Whether every module of ``model`` (and ``loss``, if given) computes each row of a training batch on its
-    own, so that splitting the rows changes nothing but float rounding. A whitelist of exact types (a subclass
-    may redefine ``forward``, so user subclasses of listed layers are not split either): layer types not listed
-    here (BatchNorm, imported ONNX graphs, ...), attention and recurrent layers without ``batch_first``, and
-    losses other than sparkdl's per-row losses (a user loss may couple rows, e.g. in-batch negatives) are
-    never split. Random draws are allowed: the dropout masks of sparkdl's layers do not depend on the split
-    (:mod:`sparkdl.nn.dropout_masks`)."""
-    if loss is not None:
-        inner = loss.loss if isinstance(loss, SampleWeightedLoss) else loss
-        if type(inner) not in _ROWWISE_LOSSES:  # exactly these: a subclass may redefine forward
-            return False
-    for _, m in model.named_modules():
-        if type(m) is nn.Flatten:
-            if m.start_dim <= 0:  # 0, or negative (counted from the end, may reach the batch axis)
-                return False
-        elif type(m) in _ROWWISE_BATCH_FIRST:
-            if not m.batch_first:
-                return False
-        elif type(m) not in _ROWWISE:
-            return False
-    return True
 
 
 def _executor(n: int) -> ThreadPoolExecutor:
@@ -109,7 +68,7 @@ def _same_state(a, b) -> bool:
 
 
 def _part(model, loss_sum, xb, yb, rng, lo, grad):
-    numba.set_num_threads(1)  # per calling thread: this part's kernels run on this thread only
+    set_thread_local_threads(1)  # this part's kernels run on this thread only
     with row_offset(lo):  # the part's rows are rows lo, lo + 1, ... of the batch for the dropout masks
         y, cache = model.forward(xb, training=True, rng=rng)
     value, lcache = loss_sum.forward(y, yb)
@@ -153,12 +112,12 @@ def split_gradient_sum(model, loss_sum, xb, yb, grad_out, threads: int, rng=None
     # (the 2-thread step measured faster and steadier so, bench/RESULTS.md).
     futures = [_executor(threads - 1).submit(_part, model, loss_sum, xb[lo:hi], yb[lo:hi], r, int(lo), g)
                for lo, hi, r, g in zip(bounds[1:-1], bounds[2:], rngs[1:], grads[1:])]
-    own = numba.get_num_threads()
+    own = get_num_threads()
     try:
         try:
             first = _part(model, loss_sum, xb[:bounds[1]], yb[:bounds[1]], rngs[0], 0, grads[0])
         finally:
-            numba.set_num_threads(own)  # _part sets this thread's numba threads to 1
+            set_thread_local_threads(own)  # _part sets this thread's numba threads to 1
         values = [first] + [f.result() for f in futures]
     except Exception:
         # A part's error names rows of its slice: rerun the whole batch on this thread (``rng`` is untouched so
@@ -181,7 +140,7 @@ def split_gradient_sum(model, loss_sum, xb, yb, grad_out, threads: int, rng=None
 
 
 def task_gradient_sum(model, loss_sum, xb, yb, rng, grad_out):
-    """:func:`sparkdl.trainer.gradient_sum` for an engine task: with several numba threads on the calling thread,
+    """:func:`sparkdl.step.gradient_sum` for an engine task: with several numba threads on the calling thread,
     at least :data:`MIN_ROWS_PER_THREAD` rows per thread and a model whose rows are independent, the rows are
     split across the threads (:func:`split_gradient_sum`); otherwise exactly ``gradient_sum``. The choice
     depends on nothing about the host: with numba's ``workqueue`` layer (no TBB) the parts still split, their
