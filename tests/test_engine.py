@@ -37,10 +37,11 @@ def _reference(model, loss, opt, x, y, batch_size, epochs, seed):
     return losses
 
 
-def _fit(spark, x, y, partitions, model, opt, batch_size=20, epochs=2, seed=5, **kw):
+def _fit(spark, x, y, partitions, model, opt, batch_size=20, epochs=2, seed=5, fault_hook=None, **kw):
     rdd = spark.sparkContext.parallelize(list(zip(x, y)), partitions)
     trainer = DistributedTrainer(model, nn.CrossEntropyLoss(), opt, batch_size=batch_size,
                                  end_trigger=MaxEpoch(epochs), seed=seed, progress=False, **kw)
+    trainer._fault_hook = fault_hook  # the test hook is a private attribute, not an option
     return trainer.fit(rdd), trainer
 
 
@@ -276,8 +277,8 @@ def test_local_data_copies_missing_rerun_identically(spark, caplog):
     assert data.rdd.isCheckpointed()  # driver arrays are not shipped inside every task
     model = _model()
     trainer = DistributedTrainer(model, nn.CrossEntropyLoss(), Adam(lr=0.01), batch_size=20,
-                                 end_trigger=MaxEpoch(2), seed=5, progress=False,
-                                 fault_hook=_drop_local_copies_at(4))
+                                 end_trigger=MaxEpoch(2), seed=5, progress=False)
+    trainer._fault_hook = _drop_local_copies_at(4)
     with caplog.at_level("INFO", logger="sparkdl.engine"):
         summary = trainer.fit(data)
     reruns = [r.getMessage() for r in caplog.records if "reran on the full partitions" in r.getMessage()]

@@ -87,8 +87,8 @@ def _fail_every_attempt(stage, partition, epoch, iteration, attempt):
 def test_transient_failures_are_replayed_up_to_max_recoveries(spark, caplog):
     x, y = _data()
     data = DataBlocks.from_numpy(spark.sparkContext, x, y, 2)
-    trainer = _trainer(nn.Sequential(nn.Linear(4, 2)).initialize(0), max_recoveries=2,
-                       fault_hook=_fail_every_attempt, end_trigger=MaxEpoch(3))
+    trainer = _trainer(nn.Sequential(nn.Linear(4, 2)).initialize(0), max_recoveries=2, end_trigger=MaxEpoch(3))
+    trainer._fault_hook = _fail_every_attempt
     with caplog.at_level(logging.WARNING, logger="sparkdl.engine"):
         with pytest.raises(Exception) as info:
             trainer.fit(data)

@@ -23,9 +23,10 @@ def _model(seed=1, norm=False):
     return nn.Sequential(*layers).initialize(seed)
 
 
-def _fit(data, model, opt, jvm, epochs=2, groups=None, **kw):
+def _fit(data, model, opt, jvm, epochs=2, groups=None, fault_hook=None, **kw):
     trainer = DistributedTrainer(model, nn.CrossEntropyLoss(), opt, batch_size=20, end_trigger=MaxEpoch(epochs),
                                  seed=5, progress=False, jvm_reduce=jvm, **kw)
+    trainer._fault_hook = fault_hook  # the test hook is a private attribute, not an option
     summary = trainer.fit(data)
     return summary, trainer
 

@@ -4,10 +4,10 @@ from sparkdl.engine.data import DataBlocks
 from sparkdl.engine.inference import evaluate, predict
 from sparkdl.engine.session import DAEMON_CONF, LOCAL_TRAINING_CONF, RECOMMENDED_CONF, get_or_create_session
 from sparkdl.engine.summary import TrainSummary
-from sparkdl.engine.trainer import DistributedTrainer, TrainingDivergedError
+from sparkdl.engine.trainer import DistributedTrainer, TrainerOptions, TrainingDivergedError
 from sparkdl.engine.triggers import (EveryEpoch, MaxEpoch, MaxIteration, MaxScore, MinLoss, SeveralIteration,
                                      TrainingState, Trigger)
 
-__all__ = ["DataBlocks", "DistributedTrainer", "TrainingDivergedError", "TrainSummary", "predict", "evaluate",
-           "get_or_create_session", "RECOMMENDED_CONF", "LOCAL_TRAINING_CONF", "DAEMON_CONF", "Trigger",
+__all__ = ["DataBlocks", "DistributedTrainer", "TrainerOptions", "TrainingDivergedError", "TrainSummary", "predict",
+           "evaluate", "get_or_create_session", "RECOMMENDED_CONF", "LOCAL_TRAINING_CONF", "DAEMON_CONF", "Trigger",
            "TrainingState", "MaxEpoch", "MaxIteration", "MinLoss", "MaxScore", "EveryEpoch", "SeveralIteration"]

@@ -21,12 +21,12 @@ def save_training_checkpoint(trainer, states: list) -> str:
     opt_state = {(int(bounds[k]), int(bounds[k + 1])): s for k, s in enumerate(states)}
     schedule = getattr(trainer.optimizer, "schedule", None)
     return save_checkpoint(
-        trainer.checkpoint_dir, trainer.model, iteration=trainer.state.iteration, epoch=trainer.state.epoch,
+        trainer.options.checkpoint_dir, trainer.model, iteration=trainer.state.iteration, epoch=trainer.state.epoch,
         samples_seen=int(trainer.samples_seen), optimizer=trainer.optimizer, optimizer_state=opt_state,
         schedule=schedule,
-        extras={"iteration_in_epoch": trainer._iteration_in_epoch, "seed": trainer.seed,
-                "batch_size": trainer.batch_size, "score": trainer.state.score},
-        keep_last=trainer.keep_checkpoints)
+        extras={"iteration_in_epoch": trainer._iteration_in_epoch, "seed": trainer.options.seed,
+                "batch_size": trainer.options.batch_size, "score": trainer.state.score},
+        keep_last=trainer.options.keep_checkpoints)
 
 
 def reshard_states(states_by_range: dict, new_bounds: np.ndarray) -> list:
@@ -55,7 +55,7 @@ def reshard_states(states_by_range: dict, new_bounds: np.ndarray) -> list:
 
 
 def restore_training_checkpoint(trainer, num_blocks: int) -> list:
-    """Load the latest checkpoint of ``trainer.checkpoint_dir`` into the trainer; return shard states.
+    """Load the latest checkpoint of ``trainer.options.checkpoint_dir`` into the trainer; return shard states.
 
     Raises
     ------
@@ -65,10 +65,10 @@ def restore_training_checkpoint(trainer, num_blocks: int) -> list:
         If the checkpoint's model does not have the trainer's parameter layout, or it was written with another
         seed or batch size.
     """
-    if trainer.checkpoint_dir is None:
+    if trainer.options.checkpoint_dir is None:
         raise ValueError("DistributedTrainer.fit(resume=True) needs checkpoint_dir")
-    ckpt = load_checkpoint(trainer.checkpoint_dir)
-    run = {"seed": trainer.seed, "batch_size": trainer.batch_size}
+    ckpt = load_checkpoint(trainer.options.checkpoint_dir)
+    run = {"seed": trainer.options.seed, "batch_size": trainer.options.batch_size}
     saved = {k: ckpt.extras.get(k) for k in run}
     if saved != run:
         raise ValueError(f"cannot resume from {ckpt.path}: it was written by a run with {saved}, this run has {run}; "

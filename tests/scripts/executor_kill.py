@@ -33,8 +33,8 @@ def train(sc, hook, jvm_reduce=None):
     data = DataBlocks.from_numpy(sc, x, y, 4)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)).initialize(3)
     trainer = DistributedTrainer(model, nn.CrossEntropyLoss(), Adam(lr=0.01), batch_size=40,
-                                 end_trigger=MaxEpoch(2), progress=False, snapshot_interval=4, fault_hook=hook,
-                                 jvm_reduce=jvm_reduce)
+                                 end_trigger=MaxEpoch(2), progress=False, snapshot_interval=4, jvm_reduce=jvm_reduce)
+    trainer._fault_hook = hook  # the test hook is a private attribute, not an option
     trainer.fit(data)
     data.unpersist()
     return model.flat_parameters.copy()
