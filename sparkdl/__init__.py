@@ -5,6 +5,7 @@ Subpackages
 kernels   numba kernels (private; forward and backward side by side)
 nn        layers, containers, losses, initializers over one flat parameter vector
 optim     optimizers, clipping and learning-rate schedules over flat shards
+step      the training step (a batch's gradient, its split across threads, the update): trainer and engine share it
 metrics   mergeable validation metrics
 trainer   the single-process trainer (the reference the engine is tested against)
 engine    the Spark engine: cached data blocks, block AllReduce over shuffle, driver loop, inference
