@@ -3,7 +3,8 @@
 ``DistributedTrainer(model, loss, optimizer, batch_size=..., end_trigger=..., ...)`` builds a
 :class:`TrainerOptions` from its keyword arguments; ``DistributedTrainer(model, loss, optimizer, options)`` takes
 one directly (keyword arguments given as well replace its fields). The meaning of every option is documented on
-:class:`~sparkdl.engine.DistributedTrainer`.
+:class:`~sparkdl.engine.DistributedTrainer`, which also reads and sets each as an attribute of the same name
+(:func:`option_attributes`).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 from sparkdl.engine.triggers import EveryEpoch, MaxEpoch, Trigger
 
-__all__ = ["TrainerOptions", "resolve_options"]
+__all__ = ["TrainerOptions", "resolve_options", "option_attributes"]
 
 
 @dataclass(kw_only=True)
@@ -101,3 +102,21 @@ def resolve_options(options: TrainerOptions | None, keywords: dict) -> TrainerOp
                             "keyword argument or in options")
         return TrainerOptions(**keywords)
     return dataclasses.replace(options, **keywords)
+
+
+def _option_property(name: str) -> property:
+    def get(self):
+        return getattr(self.options, name)
+
+    def set_(self, value):
+        self.options = dataclasses.replace(self.options, **{name: value})  # validated with the other options
+    return property(get, set_, doc=f"The ``{name}`` option (``options.{name}``).")
+
+
+def option_attributes(cls):
+    """Class decorator: every :class:`TrainerOptions` field becomes an attribute of ``cls``'s instances, read from
+    and written to their ``options`` (``trainer.seed``, ``trainer.max_recoveries = 5``); a new value is validated
+    as a TrainerOptions is (TypeError, ValueError)."""
+    for name in _NAMES:
+        setattr(cls, name, _option_property(name))
+    return cls

@@ -18,7 +18,7 @@ from sparkdl.engine.data import DataBlocks
 from sparkdl.engine.environment import check_executor_environment
 from sparkdl.engine.jvm_reduce import supports
 from sparkdl.engine.loop import BLOCK_PARAMETERS, DriverLoop  # noqa: F401  (BLOCK_PARAMETERS: still importable here)
-from sparkdl.engine.options import TrainerOptions, resolve_options
+from sparkdl.engine.options import TrainerOptions, option_attributes, resolve_options
 from sparkdl.engine.shipping import check_shippable
 from sparkdl.engine.summary import TrainSummary
 from sparkdl.engine.task_errors import TrainingDivergedError
@@ -28,6 +28,7 @@ from sparkdl.nn.module import Module
 __all__ = ["DistributedTrainer", "TrainerOptions", "TrainingDivergedError"]
 
 
+@option_attributes
 class DistributedTrainer(DriverLoop):
     """Train a sparkdl model on a Spark RDD with synchronous data-parallel SGD.
 
@@ -95,7 +96,8 @@ class DistributedTrainer(DriverLoop):
     Attributes
     ----------
     options : TrainerOptions
-        The options, validated (the keyword arguments above, with their defaults).
+        The options, validated (the keyword arguments above, with their defaults). Each is also an attribute of
+        the same name (``trainer.max_recoveries``); setting one validates it.
     state : TrainingState
         Epoch, global iteration, last loss and score (restored on resume).
     samples_seen : int
