@@ -1,6 +1,6 @@
 """Fine-tuning an imported ONNX network on Spark: the example on a subset (PyTorch -> ONNX -> sparkdl ->
 DLClassifier -> ONNX -> onnxruntime), and DistributedTrainer fine-tuning (frozen or not) equal to the
-same steps in-process. Skipped when Fashion-MNIST is not in the local dataset cache."""
+same steps in-process. On Fashion-MNIST, fetched into the dataset cache once per machine (tests/conftest.py)."""
 import importlib.util
 import os
 
@@ -27,12 +27,7 @@ def _example():
 
 
 @pytest.fixture(scope="module")
-def example():
-    from sparkdl.datasets import fetch_fashion_mnist
-    try:
-        fetch_fashion_mnist(download=False)
-    except FileNotFoundError:
-        pytest.skip("Fashion-MNIST not in the dataset cache")
+def example(fashion_mnist_cached):
     return _example()
 
 

@@ -25,31 +25,23 @@ def _run(name, overrides, tmp_path):
     return float(out.split("ACCURACY=")[1].split()[0])
 
 
-def test_quickstart_mnist(tmp_path):
+def test_quickstart_mnist(tmp_path, mnist_cached):
     pytest.importorskip("matplotlib")
     acc = _run("01_quickstart_mnist.ipynb", {"LIMIT": 3000, "EPOCHS": 1, "BATCH_SIZE": 50}, tmp_path)
     assert acc > 0.85
 
 
-def test_finetune_onnx(tmp_path):
+def test_finetune_onnx(tmp_path, fashion_mnist_cached):
     pytest.importorskip("torch")
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")
-    from sparkdl.datasets import fetch_fashion_mnist
-    try:
-        fetch_fashion_mnist(download=False)
-    except FileNotFoundError:
-        pytest.skip("Fashion-MNIST not in the dataset cache")
     acc = _run("02_finetune_onnx.ipynb", {"PRETRAIN_ROWS": 1000, "FINETUNE_ROWS": 1000, "TEST_ROWS": 500, "EPOCHS": 1},
                tmp_path)
     assert acc > 0.6
 
 
-def test_text_classification(tmp_path):
+def test_text_classification(tmp_path, rotten_tomatoes_cached):
     pytest.importorskip("matplotlib")
-    from sparkdl.datasets import get_data_home
-    if not (get_data_home() / "rotten-tomatoes").is_dir():
-        pytest.skip("the Rotten Tomatoes corpus is not in the dataset cache")
     acc = _run("03_text_classification.ipynb", {"ROWS": 1500, "EPOCHS": 3, "MAX_LENGTH": 32, "LEARNING_RATE": 1e-2,
                                                 "TRANSFORMER_EPOCHS": 2, "D_MODEL": 16}, tmp_path)
     # 1,500 snippets and 3 epochs teach an LSTM little beyond the majority class (58 %; measured 0.59): this

@@ -1,7 +1,7 @@
 """The text classification example (examples/text_classification.py) on a subset of the Rotten Tomatoes
 snippets: Spark ML tokenizer + CountVectorizer vocabulary -> token ids -> DLClassifier with Embedding + LSTM and with
-the Transformer encoder, next to LogisticRegression on TF-IDF. Skipped when the corpus is not in the dataset cache
-(no download during tests)."""
+the Transformer encoder, next to LogisticRegression on TF-IDF. The corpus is fetched into the dataset cache once per
+machine (tests/conftest.py)."""
 import importlib.util
 import os
 
@@ -18,15 +18,8 @@ def _example():
     return example
 
 
-def _cached():
-    from sparkdl.datasets import get_data_home
-    from sparkdl.datasets.rotten_tomatoes import ROTTEN_TOMATOES_FILE
-    return (get_data_home() / "rotten-tomatoes" / ROTTEN_TOMATOES_FILE.name).is_file()
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _cached(), reason="Rotten Tomatoes corpus not in the dataset cache")
-def test_text_classification_example_on_a_subset(spark):
+def test_text_classification_example_on_a_subset(spark, rotten_tomatoes_cached):
     example = _example()
     res = example.run(spark, rows=1500, batch_size=50, max_length=32, logreg_max_iter=20,
                       lstm={"epochs": 3, "embedding_dim": 32, "hidden": 32, "lr": 1e-2},
