@@ -28,32 +28,25 @@ def spark():
 # the cache outlives the run, so a machine downloads each data set once (MNIST ~2 s, Fashion-MNIST ~2 s,
 # Census-Income ~4 s, Rotten Tomatoes ~1 s measured). A fetch that fails fails the test: it never skips.
 
-def _datasets():
-    """Fixture name -> (cache subdirectory, file specs, loader)."""
+def _loaders():
+    """Fixture name -> the library's loader (cache first, then the download locations and registries)."""
     from sparkdl import datasets
-    from sparkdl.datasets import census, mnist, rotten_tomatoes
-    return {"mnist": ("mnist", mnist.MNIST_FILES, datasets.fetch_mnist),
-            "fashion_mnist": ("fashion-mnist", mnist.FASHION_MNIST_FILES, datasets.fetch_fashion_mnist),
-            "census_income": ("census-income", census.CENSUS_INCOME_FILES, datasets.fetch_census_income),
-            "rotten_tomatoes": ("rotten-tomatoes", (rotten_tomatoes.ROTTEN_TOMATOES_FILE,),
-                                datasets.fetch_rotten_tomatoes)}
+    return {"mnist": datasets.fetch_mnist, "fashion_mnist": datasets.fetch_fashion_mnist,
+            "census_income": datasets.fetch_census_income, "rotten_tomatoes": datasets.fetch_rotten_tomatoes}
 
 
 def _ensure_cached(name):
-    """Fetch data set ``name`` into the default cache unless its files are there (the loaders verify them on
-    use). The two pytest-xdist workers take an exclusive lock in the cache first, so one downloads, the other
-    waits and finds the files."""
+    """Load data set ``name`` once, which verifies the cached copy or fetches it into the default cache. The
+    pytest-xdist workers take an exclusive lock in the cache first, so one downloads and the other waits and
+    finds the files."""
     from sparkdl.datasets import get_data_home
-    subdir, specs, loader = _datasets()[name]
     home = get_data_home()
-    with open(home / f".{subdir}.lock", "a") as lock:
+    with open(home / f".{name}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
-        if all((home / subdir / spec.name).is_file() for spec in specs):
-            return
         try:
-            loader()
+            _loaders()[name]()
         except FileNotFoundError as e:  # DatasetNotFoundError: every source tried, with its reason
-            pytest.fail(f"the tests need the {name} data set and could not fetch it into {home / subdir}:\n{e}",
+            pytest.fail(f"the tests need the {name} data set and could not fetch it into {home}:\n{e}",
                         pytrace=False)
 
 

