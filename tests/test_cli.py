@@ -28,7 +28,7 @@ def _run(args, cwd):
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def trained(tmp_path_factory, mnist_cached):
     cwd = tmp_path_factory.mktemp("cli")
     result, stderr = _run(["train", "--model", "lenet5", "--dataset", "mnist", "--limit", "20000", "--epochs", "1",
                    "--batch-size", "128", "--lr", "0.003", "--warmup-epochs", "0", "--master", "local[2]",

