@@ -21,6 +21,7 @@ TorchDistributor's local[2] session is PySpark's plain ``SparkSession`` (not spa
 import sparkdl).
 
     python bench/time_to_accuracy.py [--target 0.99] [--max-epochs 15]
+    python bench/time_to_accuracy.py --quick     # one epoch per system: checks that it runs, measures nothing
 """
 from __future__ import annotations
 
@@ -51,6 +52,12 @@ def prepare(path):
     (xtr, ytr), (xte, yte) = fetch_mnist()
     prep = lambda x: ((x.astype(np.float32) / 255.0 - 0.1307) / 0.3081).reshape(len(x), 1, 28, 28)
     np.savez(path, xtr=prep(xtr), ytr=ytr.astype(np.int64), xte=prep(xte), yte=yte.astype(np.int64))
+
+
+def _no_sparkdl(where):
+    """Raise RuntimeError if sparkdl was imported in this PyTorch process."""
+    if "sparkdl" in sys.modules:
+        raise RuntimeError(f"{where}: sparkdl was imported in a PyTorch process; each system runs in its own")
 
 
 def load(path):
@@ -146,6 +153,7 @@ def _ddp_main(data_path, target, max_epochs, batch_size, lr, schedule_epochs):
     epochs, acc = _torch_train(model, xtr, ytr, xte, yte, target, max_epochs, batch_size, lr, schedule_epochs,
                                rank=dist.get_rank(), world=dist.get_world_size())
     dist.destroy_process_group()
+    _no_sparkdl("TorchDistributor's training process")
     return epochs, acc
 
 
@@ -164,10 +172,14 @@ def run_torch_distributor(data_path, target, max_epochs, batch_size=64, lr=3e-3,
 def run_system(args):
     """This process's system (``--system``) on the data of ``--data``: its result dict."""
     if args.system == "distributor":
-        return run_torch_distributor(args.data, args.target, args.max_epochs)
+        res = run_torch_distributor(args.data, args.target, args.max_epochs)
+        _no_sparkdl("TorchDistributor's driver")
+        return res
     data = load(args.data)
     if args.system == "torch":
-        return run_torch(data, args.target, args.max_epochs)
+        res = run_torch(data, args.target, args.max_epochs)
+        _no_sparkdl("PyTorch")
+        return res
     return run_sparkdl(data, args.target, args.max_epochs, batch_size=args.sparkdl_batch_size, lr=args.sparkdl_lr)
 
 
@@ -190,10 +202,13 @@ def main():
                     help="comma-separated subset of sparkdl,torch,distributor (ratios need all three)")
     ap.add_argument("--sparkdl-batch-size", type=int, default=1024, help="sparkdl's global batch (default 1024)")
     ap.add_argument("--sparkdl-lr", type=float, default=6e-3, help="sparkdl's peak learning rate (default 6e-3)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: --max-epochs 1 (checks that it runs)")
     ap.add_argument("--prepare", help=argparse.SUPPRESS)  # internal: write the data set to this .npz
     ap.add_argument("--system", choices=sorted(SYSTEMS), help=argparse.SUPPRESS)  # internal: run one system here
     ap.add_argument("--data", help=argparse.SUPPRESS)  # internal: the .npz of --prepare
     args = ap.parse_args()
+    if args.quick:
+        args.max_epochs = 1
     if args.prepare:
         prepare(args.prepare)
         return
