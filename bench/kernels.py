@@ -1,6 +1,6 @@
 """Kernel benchmark: one full training step (forward, softmax cross-entropy gradient, backward) in sparkdl
-and in PyTorch, same model, weights, batch and thread count, measured in the same process. sparkdl's step is
-an engine task's (:func:`sparkdl.step.task_gradient_sum`: at several threads the rows of a batch are
+and in PyTorch, same model, weights, batch and thread count, each library in a process of its own. sparkdl's step
+is an engine task's (:func:`sparkdl.step.task_gradient_sum`: at several threads the rows of a batch are
 split across threads where the model allows it: all five models here, the Transformer's dropout and the
 batch-first LSTM included); neither library computes the gradient of the input batch (torch: no
 ``requires_grad``).
@@ -9,31 +9,44 @@ Models: MLP 784-512-256-10 (batch 128), LeNet-5 on 1x28x28 (batch 128), a small 
 (batch 64), a Transformer encoder layer (d_model 128, 4 heads, feed-forward 2048, dropout 0.1, post-norm;
 batch 32 of 64 tokens) with a linear classifier on its flattened output, and an LSTM text classifier (batch 64
 sequences of 50 token ids, Embedding(10000, 128) -> LSTM(128, 128) -> last hidden state -> Linear(128, 10)).
-Runs of the two libraries and of all thread counts are interleaved so that load from other processes (and slow
-phases of the machine) hit them alike; each number is the median of ``--repeats`` timed blocks after ``--warmup``
-untimed steps. Also measures the numba start-up cost: the first training step in a fresh process with an empty
-``NUMBA_CACHE_DIR`` (cold: compilation) and in a second fresh process reusing that cache (warm: loading
-compiled kernels).
+
+Processes. Per model the parent (which imports neither library) starts two long-lived workers, ``python
+bench/kernels.py --worker sparkdl|torch MODEL``, with its own environment passed on unchanged: the torch worker
+never imports sparkdl, the sparkdl worker never imports torch, so PyTorch runs in its default environment (its
+OpenMP settings, its default thread pool) and sparkdl's thread pools (numba's TBB or workqueue, OpenBLAS) do not
+run in PyTorch's process (in one process they slowed PyTorch's step by 25-45%). The sparkdl worker builds the
+model (seed 0) and writes its ``state_dict()``, the benchmark batch and its eval-mode logits on that batch to a
+temporary directory; the torch worker loads them and refuses to time unless its logits agree to < 1e-4.
+
+Timing. The parent drives the workers over stdin/stdout ("warmup T N", "time T B": set T threads, run one
+untimed step (it wakes the pools after the pause), then B timed steps). Blocks of the two libraries and of all
+thread counts are interleaved (the first library alternates from repeat to repeat) so that load from other
+processes (and slow phases of the machine) hit them alike, with a pause of ``--pause`` seconds before every
+block so that the other library's idle threads (OpenMP, OpenBLAS and TBB spin before they sleep) are asleep when
+a block starts. Each number is the median of ``--repeats`` blocks of ``--block`` steps after ``--warmup`` untimed
+steps per thread count. Also measures the numba start-up cost: the first training step in a fresh process with
+an empty ``NUMBA_CACHE_DIR`` (cold: compilation) and in a second fresh process reusing that cache (warm:
+loading compiled kernels).
 
 Prints a table, then as its LAST line one JSON object::
 
     {"steps": {"<threads>": {"<model>": {"sparkdl": samples/s, "torch": samples/s, "ratio": sparkdl/torch,
                                          ("sparkdl_cpu", "torch_cpu", "ratio_cpu": same per CPU second)}}},
      "thread_speedup": {"<model>": {"<threads>": {"sparkdl": samples/s over 1 thread's, "torch": same}}},
-     "start": {"<model>": {"cold_s": s, "warm_s": s}}, ...}
+     "start": {"<model>": {"cold_s": s, "warm_s": s}}, "processes": "separate",
+     "workers": {"sparkdl": {...}, "torch": {...}}, ...}
 
-At 1 thread all work of both libraries runs on the calling thread, so the thread's CPU time is also
-reported: on a shared machine it does not count the time spent waiting for a core.
-
-Both libraries run with the same OpenMP setting: sparkdl is imported first, so its default
-``OMP_WAIT_POLICY=PASSIVE`` (idle threads sleep, see :mod:`sparkdl.config`) also applies to torch's OpenMP
-pool unless the environment sets the variable.
+``workers`` is what each worker saw: sparkdl's threading layer, torch's default thread count and
+``OMP_WAIT_POLICY`` (``null``: unset, OpenMP's default). At 1 thread all work of both libraries runs on the
+calling thread, so the thread's CPU time is also reported: on a shared machine it does not count the time spent
+waiting for a core.
 
 Usage: ``python bench/kernels.py [--repeats 7] [--threads 1,2] [--models mlp,lenet5,small_cnn,lstm] [--quick]``
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -47,6 +60,7 @@ MODELS = ("mlp", "lenet5", "small_cnn", "transformer", "lstm")
 BATCH = {"mlp": 128, "lenet5": 128, "small_cnn": 64, "transformer": 32, "lstm": 64}
 INPUT = {"mlp": (784,), "lenet5": (1, 28, 28), "small_cnn": (3, 32, 32), "transformer": (64, 128), "lstm": (50,)}
 VOCAB = 10000  # lstm: token ids in [0, VOCAB)
+LOGIT_TOLERANCE = 1e-4  # max |logit difference| between the two workers' models before timing
 
 
 def _torch_last_hidden():
@@ -94,104 +108,170 @@ def _data(name, seed=0):
     return x, rng.integers(0, 10, BATCH[name]).astype(np.int64)
 
 
-def _softmax_xent_grad(logits, labels):
-    """Mean softmax cross-entropy and its gradient (plain numpy; used when sparkdl has no loss module)."""
-    z = logits - logits.max(axis=1, keepdims=True)
-    p = np.exp(z)
-    p /= p.sum(axis=1, keepdims=True)
-    n = logits.shape[0]
-    loss = -np.log(p[np.arange(n), labels]).mean()
-    p[np.arange(n), labels] -= 1
-    return float(loss), p / n
-
-
-def _sparkdl_loss():
-    """``((logits, labels) -> (loss, grad_logits), name)``: sparkdl.nn.loss if it exists, else numpy."""
-    try:
-        from sparkdl.nn.loss import CrossEntropyLoss
-    except ImportError:  # loss module not there yet
-        return _softmax_xent_grad, "numpy softmax cross-entropy (bench/kernels.py)"
-    crit = CrossEntropyLoss()
-
-    def f(logits, labels):
-        value, cache = crit.forward(logits, labels)
-        return float(value), crit.backward(cache)
-    return f, "sparkdl.nn.loss.CrossEntropyLoss"
-
-
-def build(name):
-    """(sparkdl step, torch step, max |logit difference| between the two at the start)."""
-    import torch
+# ---------------------------------------------------------------- the two workers' steps
+def _sparkdl_setup(name, exchange):
+    """sparkdl's side (never imports torch): builds the model (seed 0), writes ``weights.npz`` (its
+    ``state_dict()``) and ``batch.npz`` (``x``, ``y`` and the eval-mode ``logits``) into ``exchange``.
+    Returns ``(step, set_threads, info)``; ``step`` is the engine task's step: forward, sum-reduced loss,
+    backward without the input's gradient."""
+    import sparkdl
     from sparkdl import nn
+    from sparkdl.config import threading_layer
     from sparkdl.step import sum_reduction, task_gradient_sum
     model = nn.Sequential(*_layers("sparkdl", name)).initialize(0)
-    tmodel = torch.nn.Sequential(*_layers("torch", name))
-    tmodel.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in model.state_dict().items()})
     x, y = _data(name)
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    np.savez(os.path.join(exchange, "weights.npz"), **model.state_dict())
+    np.savez(os.path.join(exchange, "batch.npz"), x=x, y=y, logits=model(x))
     grad = model.zeros_like_parameters()
-    loss_sum, tloss = sum_reduction(nn.CrossEntropyLoss()), torch.nn.CrossEntropyLoss()
-
+    crit = nn.CrossEntropyLoss()
+    loss_sum = sum_reduction(crit)
     rng = np.random.default_rng(0)  # dropout masks
 
-    def step():  # the engine task's step: forward, sum-reduced loss, backward without the input's gradient
+    def step():
         task_gradient_sum(model, loss_sum, x, y, rng, grad)
+    info = {"threading_layer": threading_layer(),
+            "loss": f"sparkdl.nn.{type(crit).__name__}, sum-reduced (engine task)"}
+    return step, sparkdl.set_num_threads, info
 
-    def tstep():
-        tmodel.zero_grad(set_to_none=False)
-        tloss(tmodel(xt), yt).backward()
 
+def _torch_setup(name, exchange):
+    """torch's side (never imports sparkdl): the same layers with the weights of ``weights.npz``, checked against
+    the sparkdl logits of ``batch.npz``. Returns ``(step, set_threads, info)``. Raises RuntimeError if the logits
+    differ by ``LOGIT_TOLERANCE`` or more."""
+    import torch
+    info = {"default_threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
+    model = torch.nn.Sequential(*_layers("torch", name))
+    with np.load(os.path.join(exchange, "weights.npz")) as w:
+        model.load_state_dict({k: torch.from_numpy(w[k]) for k in w.files})
+    with np.load(os.path.join(exchange, "batch.npz")) as b:
+        xt, yt, logits = torch.from_numpy(b["x"]), torch.from_numpy(b["y"]), b["logits"]
     with torch.no_grad():
-        diff = float(np.abs(model(x) - tmodel.eval()(xt).numpy()).max())
-    tmodel.train()
-    if not diff < 1e-4:
-        raise RuntimeError(f"{name}: sparkdl and torch logits differ by {diff}; the models are not the same")
-    return step, tstep, diff
+        info["logit_diff"] = float(np.abs(logits - model.eval()(xt).numpy()).max())
+    model.train()
+    if not info["logit_diff"] < LOGIT_TOLERANCE:
+        raise RuntimeError(f"{name}: sparkdl and torch logits differ by {info['logit_diff']}; the models are not "
+                           "the same")
+    loss = torch.nn.CrossEntropyLoss()
+
+    def step():
+        model.zero_grad(set_to_none=False)
+        loss(model(xt), yt).backward()
+    return step, torch.set_num_threads, info
 
 
-# ---------------------------------------------------------------- timing
-def measure(name, threads, repeats, warmup, block):
+def worker(lib, name, exchange):
+    """Serve the parent: one JSON line after set-up (``info``), then one per command read from stdin —
+    ``warmup T N`` (``{}``), ``time T B`` (``{"wall": s, "cpu": s}`` per step) — until ``quit`` or end of input."""
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything else printed here (a library's output too) goes to stderr, not into the replies
+    sys.stdout = sys.stderr
+    step, set_threads, info = (_sparkdl_setup if lib == "sparkdl" else _torch_setup)(name, exchange)
+    other = "torch" if lib == "sparkdl" else "sparkdl"
+    if other in sys.modules:
+        raise RuntimeError(f"the {lib} worker imported {other}: the libraries must run in separate processes")
+    out.write(json.dumps(info) + "\n")
+    for line in sys.stdin:
+        cmd, *arg = line.split()
+        if cmd == "quit":
+            break
+        threads, steps = int(arg[0]), int(arg[1])
+        set_threads(threads)
+        if cmd == "warmup":
+            for _ in range(steps):
+                step()
+            out.write("{}\n")
+            continue
+        step()  # untimed: wakes this thread count's pools after the pause
+        t0, c0 = time.perf_counter(), time.thread_time()
+        for _ in range(steps):
+            step()
+        out.write(json.dumps({"wall": (time.perf_counter() - t0) / steps,
+                              "cpu": (time.thread_time() - c0) / steps}) + "\n")
+
+
+# ---------------------------------------------------------------- parent: drives the workers
+class _Worker:
+    """A ``--worker`` process started with this process's environment unchanged."""
+
+    def __init__(self, lib, name, exchange):
+        self.lib, self.name = lib, name
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", lib, name, exchange],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            self.info = self._reply()
+        except BaseException:
+            self.close()
+            raise
+
+    def ask(self, *command):
+        self.proc.stdin.write(" ".join(map(str, command)) + "\n")
+        self.proc.stdin.flush()
+        return self._reply()
+
+    def _reply(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the {self.lib} worker for {self.name} exited with code {self.proc.wait()} "
+                               "(its error is printed above)")
+        return json.loads(line)
+
+    def close(self):
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write("quit\n")
+                self.proc.stdin.close()
+                self.proc.wait(timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+
+
+@contextlib.contextmanager
+def _workers(name):
+    """``{"sparkdl": _Worker, "torch": _Worker}`` for ``name``; the sparkdl one is ready (weights written)
+    before the torch one starts."""
+    with tempfile.TemporaryDirectory(prefix="sparkdl-bench-kernels-") as exchange, contextlib.ExitStack() as stack:
+        out = {}
+        for lib in ("sparkdl", "torch"):
+            out[lib] = _Worker(lib, name, exchange)
+            stack.callback(out[lib].close)
+        yield out
+
+
+def measure(name, threads, repeats, warmup, block, pause):
     """Samples/s of both libraries at each thread count of ``threads``: median over ``repeats`` blocks of
-    ``block`` steps, with the blocks of both libraries and of all thread counts interleaved.
+    ``block`` steps, with the blocks of both libraries and of all thread counts interleaved, ``pause`` seconds
+    before each. Returns ``({threads: result}, {lib: worker info})``.
 
     Interleaving puts background load (and this VM's slow phases) on every library and thread count alike, so
-    the ratios between them hold even when the absolute figures drift; whole blocks (rather than single steps)
-    keep one library's idle-spinning worker threads (OpenMP / OpenBLAS) from landing inside the other's timing
-    more than once per block. Returns ``{threads: result}``.
+    the ratios between them hold even when the absolute figures drift; the pause lets one library's idle
+    threads fall asleep before the other's block starts.
     """
-    import torch
-    import sparkdl
-    step, tstep, diff = build(name)
-    for t in threads:
-        sparkdl.set_num_threads(t)
-        torch.set_num_threads(t)
-        for _ in range(warmup):
-            step()
-            tstep()
-    times = {t: ([], [], [], []) for t in threads}  # sparkdl wall, torch wall, sparkdl CPU, torch CPU
-    for _ in range(repeats):
+    with _workers(name) as workers:
         for t in threads:
-            sparkdl.set_num_threads(t)
-            torch.set_num_threads(t)
-            step()  # untimed: the first step after a switch wakes the other thread count's pools
-            tstep()
-            ts, tt, cs, ct = times[t]
-            for fn, out, cpu in ((step, ts, cs), (tstep, tt, ct)):
-                t0, c0 = time.perf_counter(), time.thread_time()
-                for _ in range(block):
-                    fn()
-                out.append((time.perf_counter() - t0) / block)
-                cpu.append((time.thread_time() - c0) / block)
+            for w in workers.values():
+                w.ask("warmup", t, warmup)
+        times = {t: {lib: ([], []) for lib in workers} for t in threads}  # (wall, CPU) per step
+        for r in range(repeats):
+            for t in threads:
+                for lib in (("sparkdl", "torch") if r % 2 == 0 else ("torch", "sparkdl")):
+                    time.sleep(pause)
+                    got = workers[lib].ask("time", t, block)
+                    times[t][lib][0].append(got["wall"])
+                    times[t][lib][1].append(got["cpu"])
+        info = {lib: w.info for lib, w in workers.items()}
     n = BATCH[name]
     results = {}
-    for t, (ts, tt, cs, ct) in times.items():
+    for t, per_lib in times.items():
+        (ts, cs), (tt, ct) = per_lib["sparkdl"], per_lib["torch"]
         s, u = n / float(np.median(ts)), n / float(np.median(tt))
-        res = {"sparkdl": round(s, 1), "torch": round(u, 1), "ratio": round(s / u, 3), "logit_diff": diff}
-        if t == 1:  # all work runs on this thread: CPU time is immune to waiting for a busy machine
+        res = {"sparkdl": round(s, 1), "torch": round(u, 1), "ratio": round(s / u, 3),
+               "logit_diff": info["torch"]["logit_diff"]}
+        if t == 1:  # all work runs on the worker's thread: CPU time is immune to waiting for a busy machine
             sc, tc = n / float(np.median(cs)), n / float(np.median(ct))
             res.update({"sparkdl_cpu": round(sc, 1), "torch_cpu": round(tc, 1), "ratio_cpu": round(sc / tc, 3)})
         results[t] = res
-    return results
+    return results, info
 
 
 def first_step(name):
@@ -202,8 +282,10 @@ def first_step(name):
     sparkdl.set_num_threads(1)
     model = nn.Sequential(*_layers("sparkdl", name)).initialize(0)
     x, y = _data(name)
+    crit = nn.CrossEntropyLoss()
     logits, cache = model.forward(x, training=True, rng=np.random.default_rng(0))
-    _, g = _sparkdl_loss()[0](logits, y)
+    _, loss_cache = crit.forward(logits, y)
+    g = crit.backward(loss_cache)
     model.backward(cache, g.astype(np.float32, copy=False), model.zeros_like_parameters())
     return time.perf_counter() - t0
 
@@ -216,59 +298,69 @@ def start_times(models):
             env = {**os.environ, "NUMBA_CACHE_DIR": cache_dir}
             res = {}
             for kind in ("cold_s", "warm_s"):
-                proc = subprocess.run([sys.executable, __file__, "--first-step", name], env=env,
+                proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--first-step", name], env=env,
                                       capture_output=True, text=True, check=True)
                 res[kind] = round(float(proc.stdout.strip().splitlines()[-1]), 2)
         out[name] = res
     return out
 
 
-def main(argv=None):
+def _parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeats", type=int, default=7, help="timed steps per model (median reported)")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    ap.add_argument("--repeats", type=int, default=7, help="timed blocks per model and library (median reported)")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first, per thread count")
     ap.add_argument("--block", type=int, default=2, help="consecutive steps per timed block")
+    ap.add_argument("--pause", type=float, default=0.25, help="seconds of sleep before each block (default 0.25)")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of " + ",".join(MODELS))
     ap.add_argument("--quick", action="store_true", help="smoke run: 3 repeats, 1 warm-up, 1 thread")
     ap.add_argument("--no-start", action="store_true", help="skip the cold/warm start-up measurement")
     ap.add_argument("--first-step", help=argparse.SUPPRESS)
+    ap.add_argument("--worker", nargs=3, metavar=("LIB", "MODEL", "DIR"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.quick:
+        args.repeats, args.warmup, args.block, args.threads = 3, 1, 1, "1"
+    if args.repeats < 1 or args.block < 1 or args.pause < 0:
+        ap.error("--repeats and --block must be >= 1, --pause >= 0")
+    args.models = [m for m in args.models.split(",") if m]
+    for m in args.models:
+        if m not in MODELS:
+            ap.error(f"unknown model {m!r}; choose from {','.join(MODELS)}")
+    args.threads = [int(t) for t in args.threads.split(",")]
+    return args
+
+
+def main(argv=None):
+    args = _parse(argv)
     if args.first_step:
         print(first_step(args.first_step))
         return
-    import sparkdl  # noqa: F401  first: its OMP_WAIT_POLICY=PASSIVE default then applies to torch's OpenMP too
-    import torch  # noqa: F401
-    if args.quick:
-        args.repeats, args.warmup, args.block, args.threads = 3, 1, 1, "1"
-    if args.repeats < 1 or args.block < 1:
-        ap.error("--repeats and --block must be >= 1")
-    models = [m for m in args.models.split(",") if m]
-    for m in models:
-        if m not in MODELS:
-            ap.error(f"unknown model {m!r}; choose from {','.join(MODELS)}")
-    threads = [int(t) for t in args.threads.split(",")]
-
-    result = {"steps": {}, "repeats": args.repeats, "block": args.block, "batch": {m: BATCH[m] for m in models},
-              "loss": _sparkdl_loss()[1], "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
+    if args.worker:
+        worker(*args.worker)
+        return
+    result = {"steps": {}, "repeats": args.repeats, "block": args.block, "pause_s": args.pause,
+              "batch": {m: BATCH[m] for m in args.models}, "processes": "separate", "thread_speedup": {}}
     print(f"{'model':<10} {'thr':>3} {'sparkdl/s':>10} {'torch/s':>10} {'ratio':>6} {'cpu ratio':>9}   (samples per "
           f"second of wall time, median of {args.repeats} blocks of {args.block} steps; cpu ratio: per second of "
-          f"thread CPU time, 1 thread only)")
-    result["thread_speedup"] = {}
-    for m in models:
-        for t, r in measure(m, threads, args.repeats, args.warmup, args.block).items():
+          f"thread CPU time, 1 thread only; each library in a process of its own)")
+    for m in args.models:
+        steps, info = measure(m, args.threads, args.repeats, args.warmup, args.block, args.pause)
+        result["loss"] = info["sparkdl"]["loss"]
+        result["workers"] = {"sparkdl": {"threading_layer": info["sparkdl"]["threading_layer"]},
+                             "torch": {k: info["torch"][k] for k in ("default_threads", "omp_wait_policy")}}
+        for t, r in steps.items():
             result["steps"].setdefault(str(t), {})[m] = r
             cpu = f"{r['ratio_cpu']:>9.2f}" if "ratio_cpu" in r else f"{'-':>9}"
             print(f"{m:<10} {t:>3} {r['sparkdl']:>10.0f} {r['torch']:>10.0f} {r['ratio']:>6.2f} {cpu}", flush=True)
-        if 1 in threads and len(threads) > 1:  # the same model at t threads vs 1, blocks interleaved
+        if 1 in args.threads and len(args.threads) > 1:  # the same model at t threads vs 1, blocks interleaved
             one = result["steps"]["1"][m]
             result["thread_speedup"][m] = {str(t): {lib: round(result["steps"][str(t)][m][lib] / one[lib], 3)
-                                                    for lib in ("sparkdl", "torch")} for t in threads if t != 1}
+                                                    for lib in ("sparkdl", "torch")} for t in args.threads if t != 1}
             print(f"{'':<10} {'':>3} speed-up over 1 thread: " + ", ".join(
                 f"{t} threads sparkdl {v['sparkdl']:.2f} / torch {v['torch']:.2f}"
                 for t, v in result["thread_speedup"][m].items()), flush=True)
     if not args.no_start and not args.quick:
-        result["start"] = start_times(models)
+        result["start"] = start_times(args.models)
         for m, r in result["start"].items():
             print(f"start {m:<10} cold {r['cold_s']:.2f} s   warm cache {r['warm_s']:.2f} s")
     print(json.dumps(result))

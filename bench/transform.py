@@ -4,16 +4,25 @@ workers.
 
 For every master (default ``local[1]``, ``local[2]``, ``local-cluster[2,1,2048]``) and model (LeNet-5, the MLP), in
 a process and Spark session of its own (so each starts cold):
-  * raw: ``forward_in_batches`` over a float32 array in one process, with as many threads as the master has cores
-    and the allocator setting sparkdl's workers use (``sparkdl.engine.worker.retain_freed_memory``); and "raw per
-    core": the rows split over one such process per core, one thread each, all at once (``raw_per_core``). The
-    issue's target is against the first; the second is what the cores give a data-parallel forward pass where one
-    process's threads do not use them all (the MLP's GEMMs run on one BLAS thread);
+  * raw: ``forward_in_batches`` over a float32 array with the allocator setting sparkdl's workers use
+    (``sparkdl.engine.worker.retain_freed_memory``), no Spark, three ways on the master's cores:
+    "one process" (``raw_one_process``): numba threads = cores and BLAS free to use the cores (BLAS threads =
+    cores); "per core" (``raw_per_core``): the rows split over one process per core, one numba and one BLAS thread
+    each (its core), all at once, as Spark's workers run; and, secondary, "one process, BLAS on one thread"
+    (``raw_blas1``: numba threads = cores, BLAS at sparkdl's default of one thread; the headline "raw" of sessions
+    up to the eleventh, which left the MLP's GEMMs on one core of two and so flattered transform).
+    **The headline reference** (``raw_reference``) is the faster of "one process" and "per core": the best the
+    cores give the bare forward pass, whichever way it uses them. On one core the three coincide;
   * transform (vector / array): a cached DataFrame of MNIST-shaped rows (``features`` a Vector, ``pixels`` an
     ``array<float>``, 2 partitions per core) through ``DLClassificationModel.transform`` and a ``noop`` write, so
     every output column (rawPrediction, probability, prediction) is computed and nothing is collected;
   * torch: ``pyspark.ml.functions.predict_batch_udf`` on ``pixels`` with a PyTorch twin of the network holding the
-    same weights (1 thread per task), also written to ``noop``;
+    same weights (1 thread per task), also written to ``noop``, in a process and Spark session of its own
+    (``bench/transform_torch.py``, started with this process's environment unchanged): PyTorch in its default
+    environment, with PySpark's own Python workers (sparkdl's session starts its workers through
+    ``sparkdl.daemon``, which imports sparkdl) and the same Spark settings as sparkdl's session
+    (``RECOMMENDED_CONF``: Arrow batches of 1,024 rows, Unix sockets, ...). The sparkdl process hands it the
+    rows and the weights through a temporary directory;
   * init cost: the first transform of a fresh session (Python workers start, the network is broadcast and loaded,
     numba kernels load) minus a warm run of the same job, over the Vector column; the array<float> column is
     measured next in the same session, so its init is only a new query's (workers and network warm).
@@ -22,7 +31,7 @@ the MNIST test images repeated): every query also pays Spark's planning and job 
 job of 200 cached rows takes ~0.14 s), which was a quarter of the time of the 20,000-row runs of earlier sessions.
 Writes ``transform_throughput.png`` (rows/s vs workers) and ``transform_init.png`` (one-time initialization cost vs
 workers) into ``--out-dir``. The last line printed is one JSON object. Targets (issue: distributed inference):
-transform >= 0.8x raw, >= 1.0x torch, local[2] >= 1.7x local[1].
+transform >= 0.8x the raw reference, >= 1.0x torch, local[2] >= 1.7x local[1].
 
     python bench/transform.py                    # 100,000 rows, both models, three masters
     python bench/transform.py --quick            # a small check that everything runs
@@ -34,6 +43,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -42,15 +52,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 
-def _data(rows: int) -> np.ndarray:
-    """MNIST test images scaled to [0, 1] when the dataset is cached, else uniform noise of the same shape."""
+def _data_base(rows: int) -> np.ndarray:
+    """The distinct rows of :func:`_data`: the 10,000 MNIST test images scaled to [0, 1] when the dataset is
+    cached, else ``rows`` rows of uniform noise; float32, 784 columns."""
     try:
         from sparkdl.datasets import fetch_mnist
         _, (x, _) = fetch_mnist(download=False)
-        x = np.resize(x.reshape(len(x), -1), (rows, 784))
-        return (x / 255.0).astype(np.float32)
+        return (x.reshape(len(x), -1) / 255.0).astype(np.float32)
     except Exception:
         return np.random.default_rng(0).random((rows, 784), dtype=np.float32)
+
+
+def _data(rows: int) -> np.ndarray:
+    """``rows`` MNIST-shaped float32 rows (784 columns): :func:`_data_base` repeated."""
+    return np.resize(_data_base(rows), (rows, 784))
 
 
 def _model(name: str):
@@ -60,28 +75,34 @@ def _model(name: str):
     return models.mlp(in_features=784, hidden=(512, 256), num_classes=10).initialize(0), [784]
 
 
-def torch_twin(net):
-    """A ``torch.nn.Sequential`` with the layers and weights of the sparkdl ``Sequential`` ``net``."""
-    import torch
-    import torch.nn as tnn
+def twin_spec(net) -> list:
+    """The layers of the sparkdl ``Sequential`` ``net`` as ``[[kind, kwargs], ...]`` (JSON), from which
+    ``bench/transform_torch.py`` builds its PyTorch twin without importing sparkdl. Raises TypeError for a layer
+    with no twin."""
     from sparkdl import nn
-    layers = []
+    spec = []
     for m in net.children():
         if isinstance(m, nn.Linear):
-            layers.append(tnn.Linear(m.in_features, m.out_features))
+            spec.append(["Linear", {"in_features": m.in_features, "out_features": m.out_features}])
         elif isinstance(m, nn.Conv2d):
-            layers.append(tnn.Conv2d(m.in_channels, m.out_channels, m.kernel_size, m.stride, m.padding))
+            spec.append(["Conv2d", {"in_channels": m.in_channels, "out_channels": m.out_channels,
+                                    "kernel_size": m.kernel_size, "stride": m.stride, "padding": m.padding}])
         elif isinstance(m, nn.MaxPool2d):
-            layers.append(tnn.MaxPool2d(m.kernel_size, m.stride))
-        elif isinstance(m, nn.ReLU):
-            layers.append(tnn.ReLU())
-        elif isinstance(m, nn.Flatten):
-            layers.append(tnn.Flatten())
+            spec.append(["MaxPool2d", {"kernel_size": m.kernel_size, "stride": m.stride}])
+        elif isinstance(m, (nn.ReLU, nn.Flatten)):
+            spec.append([type(m).__name__, {}])
         else:
             raise TypeError(f"no torch twin for {type(m).__name__}")
-    twin = tnn.Sequential(*layers)
-    twin.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in net.state_dict().items()})
-    return twin.eval()
+    return spec
+
+
+def _write_exchange(exchange: str, name: str, net, rows: int, conf: dict, shape: list) -> None:
+    """What ``bench/transform_torch.py`` needs, into ``exchange``: ``x.npy`` (the distinct rows of the data),
+    ``<name>.npz`` (the weights) and ``<name>.json`` (layers, feature shape, Spark settings)."""
+    np.save(os.path.join(exchange, "x.npy"), _data_base(rows))
+    np.savez(os.path.join(exchange, f"{name}.npz"), **{k: np.asarray(v) for k, v in net.state_dict().items()})
+    with open(os.path.join(exchange, f"{name}.json"), "w") as f:
+        json.dump({"layers": twin_spec(net), "shape": shape, "conf": conf}, f)
 
 
 def _arrow_table(x: np.ndarray):
@@ -135,8 +156,7 @@ def _raw_share(name: str, rows: int, part: int, parts: int, batch: int, repeats:
 
 def raw_per_core(name: str, rows: int, cores: int, batch: int, repeats: int) -> float:
     """Rows/s of the raw forward pass with the rows split over one process per core, all running at once (as
-    Spark's workers do), best of ``repeats``: what the cores give a data-parallel forward pass, where one process's
-    threads may not use them all (sparkdl runs BLAS on one thread)."""
+    Spark's workers do), best of ``repeats``: each process's numba kernels and BLAS use its one core."""
     import multiprocessing as mp
     ctx = mp.get_context("spawn")  # not fork: this process holds the JVM gateway and its threads
     with ctx.Manager() as manager, ctx.Pool(cores) as pool:
@@ -145,35 +165,41 @@ def raw_per_core(name: str, rows: int, cores: int, batch: int, repeats: int) -> 
     return rows / min(max(ts) for ts in zip(*runs))
 
 
-def _torch_udf(net, shape, batch: int):
-    from pyspark.ml.functions import predict_batch_udf
-    from pyspark.sql.types import ArrayType, FloatType
+def raw_one_process(net, xs: np.ndarray, cores: int, batch: int, repeats: int, blas_threads) -> float:
+    """Rows/s of the raw forward pass over ``xs`` in this process with ``cores`` numba threads and
+    ``blas_threads`` BLAS threads (None: ``cores``), best of ``repeats``."""
+    from sparkdl.config import set_num_threads
+    from sparkdl.engine.inference import forward_in_batches
+    from sparkdl.engine.worker import retain_freed_memory
+    set_num_threads(cores, blas_threads=blas_threads)
+    retain_freed_memory()  # as in the workers: without it LeNet-5's raw forward is 18-25% slower
+    forward_in_batches(net, xs[:batch], batch)
+    return _best_rate(lambda: forward_in_batches(net, xs, batch), len(xs), repeats)
 
-    def make_predict_fn():
-        import torch
-        torch.set_num_threads(1)
-        model = torch_twin(net)
 
-        def predict(inputs: np.ndarray) -> np.ndarray:
-            with torch.no_grad():
-                return model(torch.from_numpy(inputs.reshape(-1, *shape))).numpy()
-        return predict
-    return predict_batch_udf(make_predict_fn, return_type=ArrayType(FloatType()), batch_size=batch,
-                             input_tensor_shapes=[[784]])
+def raw_rates(name: str, net, xs: np.ndarray, cores: int, batch: int, repeats: int) -> dict:
+    """The three raw forward passes of the module docstring and the reference: the faster of one process with
+    BLAS on all cores and one process per core."""
+    r = {"raw_one_process_rows_per_s": raw_one_process(net, xs, cores, batch, repeats, None),
+         "raw_blas1_rows_per_s": raw_one_process(net, xs, cores, batch, repeats, 1),
+         "raw_per_core_rows_per_s": raw_per_core(name, len(xs), cores, batch, repeats)}
+    r = {k: round(v, 1) for k, v in r.items()}
+    per_core = r["raw_per_core_rows_per_s"] >= r["raw_one_process_rows_per_s"]
+    r["raw_reference"] = "per core" if per_core else "one process"
+    r["raw_reference_rows_per_s"] = r["raw_per_core_rows_per_s" if per_core else "raw_one_process_rows_per_s"]
+    return r
 
 
 def bench_master(args) -> dict:
-    """One master's measurements (run in a process of its own)."""
+    """One master's sparkdl measurements (run in a process of its own); with ``args.exchange`` also writes what
+    ``bench/transform_torch.py`` needs there."""
     from pyspark.ml.functions import array_to_vector
 
-    from sparkdl.config import set_num_threads
-    from sparkdl.engine import get_or_create_session
-    from sparkdl.engine.inference import forward_in_batches
-    from sparkdl.engine.worker import retain_freed_memory
+    from sparkdl.engine import RECOMMENDED_CONF, get_or_create_session
     from sparkdl.ml import DLClassificationModel
 
-    spark = get_or_create_session(args.child, app_name="sparkdl-bench-transform",
-                                  conf={"spark.ui.enabled": "false", "spark.driver.memory": "4g"})
+    conf = {"spark.ui.enabled": "false", "spark.driver.memory": "4g"}
+    spark = get_or_create_session(args.child, app_name="sparkdl-bench-transform", conf=conf)
     cores = spark.sparkContext.defaultParallelism
     x = _data(args.rows)
     base = spark.createDataFrame(_arrow_table(x))  # Arrow: seconds, where a list of Python rows takes minutes
@@ -184,6 +210,8 @@ def bench_master(args) -> dict:
     results = []
     for name in args.models:
         net, shape = _model(name)
+        if args.exchange:
+            _write_exchange(args.exchange, name, net, args.rows, {**RECOMMENDED_CONF, **conf}, shape)
         r = {"model": name}
         model = DLClassificationModel(net).setFeatureShape(shape).setInferenceBatchSize(args.batch)
         for kind, col in (("vector", "features"), ("array", "pixels")):
@@ -194,28 +222,18 @@ def bench_master(args) -> dict:
             _warm(job, args.warmup)
             r[f"transform_{kind}_rows_per_s"] = round(_best_rate(job, args.rows, args.repeats), 1)
             r[f"init_{kind}_s"] = round(max(cold - args.rows / r[f"transform_{kind}_rows_per_s"], 0.0), 3)
-        udf = _torch_udf(net, shape, args.batch)
-        job = (lambda: _noop(frames["array"].withColumn("logits", udf("pixels"))))
-        job()
-        _warm(job, args.warmup)
-        r["torch_predict_batch_udf_rows_per_s"] = round(_best_rate(job, args.rows, args.repeats), 1)
-        xs = x.reshape(len(x), *shape)
-        set_num_threads(cores)
-        retain_freed_memory()  # as in the workers: without it LeNet-5's raw forward is 18-25% slower
-        forward_in_batches(net, xs[:args.batch], args.batch)
-        r["raw_rows_per_s"] = round(_best_rate(lambda: forward_in_batches(net, xs, args.batch), args.rows,
-                                               args.repeats), 1)
-        r["raw_per_core_rows_per_s"] = round(raw_per_core(name, args.rows, cores, args.batch, args.repeats), 1)
-        r["ratio_vector_vs_raw"] = round(r["transform_vector_rows_per_s"] / r["raw_rows_per_s"], 3)
-        r["ratio_array_vs_raw"] = round(r["transform_array_rows_per_s"] / r["raw_rows_per_s"], 3)
-        r["ratio_array_vs_torch"] = round(r["transform_array_rows_per_s"] / r["torch_predict_batch_udf_rows_per_s"], 3)
-        r["ratio_vector_vs_raw_per_core"] = round(r["transform_vector_rows_per_s"] / r["raw_per_core_rows_per_s"], 3)
-        r["ratio_array_vs_raw_per_core"] = round(r["transform_array_rows_per_s"] / r["raw_per_core_rows_per_s"], 3)
-        r["ratio_vector_vs_torch"] = round(r["transform_vector_rows_per_s"] / r["torch_predict_batch_udf_rows_per_s"],
-                                           3)
+        r.update(raw_rates(name, net, x.reshape(len(x), *shape), cores, args.batch, args.repeats))
         results.append(r)
     spark.stop()
     return {"master": args.child, "cores": cores, "results": results}
+
+
+def _ratios(r: dict) -> None:
+    """Add transform's ratios to the raw reference (the headline) and to PyTorch's ``predict_batch_udf``."""
+    for kind in ("vector", "array"):
+        rate = r[f"transform_{kind}_rows_per_s"]
+        r[f"ratio_{kind}_vs_raw_reference"] = round(rate / r["raw_reference_rows_per_s"], 3)
+        r[f"ratio_{kind}_vs_torch"] = round(rate / r["torch_predict_batch_udf_rows_per_s"], 3)
 
 
 def _workers(master: str) -> int:
@@ -242,7 +260,7 @@ def _plots(runs: list, out_dir: str) -> list:
             series = ({"sparkdl transform (Vector)": "transform_vector_rows_per_s",
                        "sparkdl transform (array<float>)": "transform_array_rows_per_s",
                        "predict_batch_udf + PyTorch": "torch_predict_batch_udf_rows_per_s",
-                       "raw forward (1 process)": "raw_rows_per_s",
+                       "raw forward (1 process, BLAS on all cores)": "raw_one_process_rows_per_s",
                        "raw forward (1 process per core)": "raw_per_core_rows_per_s"} if metric == "rows_per_s" else
                       {"first transform of the session (Vector)": "init_vector_s",
                        "then a first one over array<float> (workers warm)": "init_array_s"})
@@ -263,6 +281,29 @@ def _plots(runs: list, out_dir: str) -> list:
     return paths
 
 
+def _run(cmd: list, what: str, env=None) -> dict:
+    """The last stdout line of ``cmd`` as JSON; SystemExit (after its stderr's tail) if it fails."""
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr[-4000:])
+        raise SystemExit(f"bench/transform.py: the {what} run failed")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _measure(master: str, name: str, args) -> tuple:
+    """sparkdl's measurements of ``name`` on ``master`` in a process of its own, then PyTorch's
+    (``bench/transform_torch.py``, environment unchanged) on the rows and weights that process wrote."""
+    common = ["--rows", str(args.rows), "--batch", str(args.batch), "--repeats", str(args.repeats), "--warmup",
+              str(args.warmup)]
+    here = os.path.dirname(os.path.abspath(__file__))
+    with tempfile.TemporaryDirectory(prefix="sparkdl-bench-transform-") as exchange:
+        one = _run([sys.executable, os.path.abspath(__file__), "--child", master, "--models", name, "--exchange",
+                    exchange, *common], f"{master} {name}", env={**os.environ, "PYTHONPATH": ROOT})
+        torch = _run([sys.executable, os.path.join(here, "transform_torch.py"), exchange, name, master, *common],
+                     f"{master} {name} PyTorch")
+    return one, torch["torch_predict_batch_udf_rows_per_s"]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=["lenet5", "mlp"], choices=["lenet5", "mlp"])
@@ -275,6 +316,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out-dir", default=os.path.dirname(os.path.abspath(__file__)))
     parser.add_argument("--quick", action="store_true", help="2,000 rows, one warm run each: checks that it runs")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # internal: measure this master in this process
+    parser.add_argument("--exchange", help=argparse.SUPPRESS)  # internal: write transform_torch.py's input here
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.repeats, args.warmup = 2000, 1, 0
@@ -285,19 +327,19 @@ def main(argv=None) -> int:
     for master in args.masters:
         run = {"master": master, "results": []}
         for name in args.models:
-            cmd = [sys.executable, os.path.abspath(__file__), "--child", master, "--rows", str(args.rows), "--batch",
-                   str(args.batch), "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--models", name]
-            done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT})
-            if done.returncode != 0:
-                sys.stderr.write(done.stderr[-4000:])
-                raise SystemExit(f"bench/transform.py: the {master} {name} run failed")
-            one = json.loads(done.stdout.strip().splitlines()[-1])
+            one, torch_rate = _measure(master, name, args)
             run["cores"] = one["cores"]
+            for r in one["results"]:
+                r["torch_predict_batch_udf_rows_per_s"] = torch_rate
+                _ratios(r)
             run["results"] += one["results"]
         for r in run["results"]:
             print(f"{master} {r['model']}: transform {r['transform_vector_rows_per_s']:,.0f} rows/s (Vector), "
-                  f"{r['transform_array_rows_per_s']:,.0f} (array<float>); raw forward {r['raw_rows_per_s']:,.0f} "
-                  f"(one process per core: {r['raw_per_core_rows_per_s']:,.0f}); "
+                  f"{r['transform_array_rows_per_s']:,.0f} (array<float>); raw reference "
+                  f"{r['raw_reference_rows_per_s']:,.0f} ({r['raw_reference']}; one process, BLAS on all cores: "
+                  f"{r['raw_one_process_rows_per_s']:,.0f}; one process per core: {r['raw_per_core_rows_per_s']:,.0f}; "
+                  f"one process, BLAS on one thread: {r['raw_blas1_rows_per_s']:,.0f}); vs raw reference "
+                  f"{r['ratio_vector_vs_raw_reference']:.2f} / {r['ratio_array_vs_raw_reference']:.2f}; "
                   f"predict_batch_udf+torch {r['torch_predict_batch_udf_rows_per_s']:,.0f}; init "
                   f"{r['init_vector_s']:.2f} s", flush=True)
         runs.append(run)
@@ -312,7 +354,7 @@ def main(argv=None) -> int:
                                      ("torch", "torch_predict_batch_udf"))}
     print(json.dumps({"benchmark": "transform", "rows": args.rows, "quick": args.quick, "runs": runs,
                       "local2_vs_local1": scaling, "plots": plots,
-                      "targets": {"ratio_vs_raw": 0.8, "ratio_vs_torch": 1.0, "local2_vs_local1": 1.7}}))
+                      "targets": {"ratio_vs_raw_reference": 0.8, "ratio_vs_torch": 1.0, "local2_vs_local1": 1.7}}))
     return 0
 
 
