@@ -7,7 +7,7 @@ import numpy as np
 
 from sparkdl.kernels import conv as K
 from sparkdl.nn import init
-from sparkdl.nn._checks import check_positive_int
+from sparkdl.nn._checks import check_bool, check_positive_int
 from sparkdl.nn.module import Module
 
 __all__ = ["_ConvLayer"]
@@ -37,9 +37,7 @@ class _ConvLayer(Module):
     def _add_parameters(self, weight_shape: tuple, bias) -> None:
         """Register ``weight`` of ``weight_shape`` and, if ``bias`` (a bool; TypeError otherwise), ``bias``
         (C_out,); then initialise them (:meth:`reset_parameters`)."""
-        if not isinstance(bias, (bool, np.bool_)):
-            raise TypeError(f"{type(self).__name__}: bias must be a bool, got {type(bias).__name__}")
-        self.use_bias = bool(bias)
+        self.use_bias = check_bool(type(self).__name__, "bias", bias)
         self.add_parameter("weight", weight_shape)
         if self.use_bias:
             self.add_parameter("bias", (self.out_channels,))

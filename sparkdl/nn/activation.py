@@ -11,20 +11,11 @@ import numbers
 import numpy as np
 
 from sparkdl.kernels import activation as K
-from sparkdl.nn._checks import check_positive_int
+from sparkdl.nn._checks import check_array, check_positive_int
 from sparkdl.nn.module import Module
 
 __all__ = ["ReLU", "LeakyReLU", "ELU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softplus", "PReLU", "Softmax",
            "LogSoftmax"]
-
-
-def _check_float(layer, x):
-    name = type(layer).__name__
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name}: input must be a numpy.ndarray, got {type(x).__name__}")
-    if x.dtype != layer.dtype:
-        raise TypeError(f"{name}: input dtype must be {layer.dtype} (the layer's dtype), got {x.dtype}; "
-                        f"convert with x.astype(np.{layer.dtype})")
 
 
 def _flat(x):
@@ -53,7 +44,7 @@ class _Elementwise(Module):
         raise NotImplementedError
 
     def forward(self, x, *, training=False, rng=None):
-        _check_float(self, x)
+        check_array(self, x)
         xf = _flat(x)
         y = self._fwd(xf).reshape(x.shape)
         return y, (y if self._cache_output else xf.reshape(x.shape))
@@ -276,7 +267,7 @@ class PReLU(Module):
         self.weight[...] = self.init
 
     def _view3(self, x):
-        _check_float(self, x)
+        check_array(self, x)
         count = self.weight.shape[0]
         if count == 1:
             return np.ascontiguousarray(x).reshape(1, 1, -1)
@@ -313,7 +304,7 @@ class _AlongDim(Module):
         self.dim = int(dim)
 
     def forward(self, x, *, training=False, rng=None):
-        _check_float(self, x)
+        check_array(self, x)
         if not -x.ndim <= self.dim < x.ndim:
             raise ValueError(f"{type(self).__name__}: dim={self.dim} is out of range for a {x.ndim}-D input "
                              f"of shape {x.shape}; expected -{x.ndim} <= dim < {x.ndim}")
