@@ -30,18 +30,34 @@ def _real(layer_name: str, arg: str, value) -> float:
 
 
 class _Elementwise(Module):
-    """Shared forward/backward plumbing: ``_fwd(flat_x)`` and ``_bwd(flat_cache, flat_grad_y)``.
+    """Shared forward/backward plumbing. A subclass is a row of a table: its kernels, what backward keeps and
+    its real-valued hyper-parameters.
 
-    ``_cache_output`` selects whether backward needs the output (True) or the input (False).
+    ``_kernels`` is ``(forward(flat_x, *params), backward(flat_cache, flat_grad_y, *params))``;
+    ``_cache_output`` selects whether backward needs the output (True) or the input (False); ``_params`` names
+    the hyper-parameters passed to both kernels, in order (also the layer's config), converted to the input's
+    dtype when ``_params_in_dtype``.
     """
 
+    _kernels: tuple = ()
     _cache_output = True
+    _params: tuple = ()
+    _params_in_dtype = False
+
+    def _set_params(self, **values) -> None:
+        """Check every hyper-parameter is a real number (TypeError naming it otherwise) and store it."""
+        for arg, value in values.items():
+            setattr(self, arg, _real(type(self).__name__, arg, value))
+
+    def _args(self, dtype) -> list:
+        values = [getattr(self, p) for p in self._params]
+        return [dtype.type(v) for v in values] if self._params_in_dtype else values
 
     def _fwd(self, x):
-        raise NotImplementedError
+        return self._kernels[0](x, *self._args(x.dtype))
 
     def _bwd(self, saved, grad_y):
-        raise NotImplementedError
+        return self._kernels[1](saved, grad_y, *self._args(saved.dtype))
 
     def forward(self, x, *, training=False, rng=None):
         check_array(self, x)
@@ -52,15 +68,14 @@ class _Elementwise(Module):
     def backward(self, cache, grad_y, grad_params):
         return self._bwd(cache.reshape(-1), _flat(grad_y)).reshape(cache.shape)
 
+    def get_config(self):
+        return {p: getattr(self, p) for p in self._params}
+
 
 class ReLU(_Elementwise):
     r"""Rectified linear unit, :math:`y = \max(0, x)`. Shape: (*) → (*). Reference: ``torch.nn.ReLU``."""
 
-    def _fwd(self, x):
-        return K.relu_forward(x)
-
-    def _bwd(self, y, grad_y):
-        return K.relu_backward(y, grad_y)
+    _kernels = (K.relu_forward, K.relu_backward)
 
 
 class LeakyReLU(_Elementwise):
@@ -78,18 +93,12 @@ class LeakyReLU(_Elementwise):
 
     _cache_output = False
 
+    _kernels = (K.leaky_relu_forward, K.leaky_relu_backward)
+    _params = ("negative_slope",)
+
     def __init__(self, negative_slope: float = 0.01):
         super().__init__()
-        self.negative_slope = _real("LeakyReLU", "negative_slope", negative_slope)
-
-    def _fwd(self, x):
-        return K.leaky_relu_forward(x, self.negative_slope)
-
-    def _bwd(self, x, grad_y):
-        return K.leaky_relu_backward(x, grad_y, self.negative_slope)
-
-    def get_config(self):
-        return {"negative_slope": self.negative_slope}
+        self._set_params(negative_slope=negative_slope)
 
 
 class ELU(_Elementwise):
@@ -107,18 +116,12 @@ class ELU(_Elementwise):
 
     _cache_output = False
 
+    _kernels = (K.elu_forward, K.elu_backward)
+    _params = ("alpha",)
+
     def __init__(self, alpha: float = 1.0):
         super().__init__()
-        self.alpha = _real("ELU", "alpha", alpha)
-
-    def _fwd(self, x):
-        return K.elu_forward(x, self.alpha)
-
-    def _bwd(self, x, grad_y):
-        return K.elu_backward(x, grad_y, self.alpha)
-
-    def get_config(self):
-        return {"alpha": self.alpha}
+        self._set_params(alpha=alpha)
 
 
 class GELU(_Elementwise):
@@ -141,12 +144,8 @@ class GELU(_Elementwise):
         if approximate not in ("none", "tanh"):
             raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
         self.approximate = approximate
-
-    def _fwd(self, x):
-        return K.gelu_tanh_forward(x) if self.approximate == "tanh" else K.gelu_forward(x)
-
-    def _bwd(self, x, grad_y):
-        return K.gelu_tanh_backward(x, grad_y) if self.approximate == "tanh" else K.gelu_backward(x, grad_y)
+        self._kernels = ((K.gelu_tanh_forward, K.gelu_tanh_backward) if approximate == "tanh"
+                         else (K.gelu_forward, K.gelu_backward))
 
     def get_config(self):
         return {"approximate": self.approximate}
@@ -155,11 +154,7 @@ class GELU(_Elementwise):
 class Tanh(_Elementwise):
     r"""Hyperbolic tangent, :math:`y = \tanh(x)`. Shape: (*) → (*). Reference: ``torch.nn.Tanh``."""
 
-    def _fwd(self, x):
-        return K.tanh_forward(x)
-
-    def _bwd(self, y, grad_y):
-        return K.tanh_backward(y, grad_y)
+    _kernels = (K.tanh_forward, K.tanh_backward)
 
 
 class Sigmoid(_Elementwise):
@@ -168,11 +163,7 @@ class Sigmoid(_Elementwise):
     Shape: (*) → (*). Reference: ``torch.nn.Sigmoid``.
     """
 
-    def _fwd(self, x):
-        return K.sigmoid_forward(x)
-
-    def _bwd(self, y, grad_y):
-        return K.sigmoid_backward(y, grad_y)
+    _kernels = (K.sigmoid_forward, K.sigmoid_backward)
 
 
 class SiLU(_Elementwise):
@@ -185,11 +176,7 @@ class SiLU(_Elementwise):
 
     _cache_output = False
 
-    def _fwd(self, x):
-        return K.silu_forward(x)
-
-    def _bwd(self, x, grad_y):
-        return K.silu_backward(x, grad_y)
+    _kernels = (K.silu_forward, K.silu_backward)
 
 
 class Softplus(_Elementwise):
@@ -208,24 +195,15 @@ class Softplus(_Elementwise):
     """
 
     _cache_output = False
+    _kernels = (K.softplus_forward, K.softplus_backward)
+    _params = ("beta", "threshold")
+    _params_in_dtype = True
 
     def __init__(self, beta: float = 1.0, threshold: float = 20.0):
         super().__init__()
-        self.beta = _real("Softplus", "beta", beta)
-        self.threshold = _real("Softplus", "threshold", threshold)
+        self._set_params(beta=beta, threshold=threshold)
         if self.beta == 0:
             raise ValueError("Softplus: beta must be non-zero (it divides the output), got 0")
-
-    def _fwd(self, x):
-        dt = x.dtype.type
-        return K.softplus_forward(x, dt(self.beta), dt(self.threshold))
-
-    def _bwd(self, x, grad_y):
-        dt = x.dtype.type
-        return K.softplus_backward(x, grad_y, dt(self.beta), dt(self.threshold))
-
-    def get_config(self):
-        return {"beta": self.beta, "threshold": self.threshold}
 
 
 class PReLU(Module):
