@@ -14,6 +14,11 @@ the same property. The base class owns what is common: hyper-parameter checks,
 parameter groups (per-tensor ``lr``/``weight_decay`` overrides and freezing, see
 :mod:`sparkdl.optim.groups`), gradient clipping and the optional schedule; a subclass writes only its
 state names and its kernel call (:meth:`Optimizer._apply`).
+
+Hyper-parameters: a subclass passes its constructor arguments to :meth:`Optimizer._set_hyper`, which checks
+each one as the table :data:`sparkdl.optim._checks.HYPER_RANGES` says and stores it under its own name;
+:meth:`Optimizer.get_config` reads them back by the constructor's signature, so every named constructor
+argument must be stored under that name.
 """
 from __future__ import annotations
 
