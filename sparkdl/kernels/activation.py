@@ -278,77 +278,98 @@ def prelu_backward(x, grad_y, weight):
 
 
 # ---------------------------------------------------------------------------------- Softmax/LogSoftmax
-@njit_parallel
-def softmax_forward(x):
-    """Softmax of ``x`` (outer, D, inner) along axis 1; the row maximum is subtracted before ``exp``."""
+# One row is ``x[o, :, j]``. The row loops below are shared by the softmax and log-softmax kernels (``log``
+# selects, per row); they are inlined into the kernels, whose ``prange`` they carry.
+@njit(inline="always")
+def _row_max(x, o, j, d):
+    """The maximum of row ``x[o, :, j]`` (``d >= 1``) as float64; a NaN in the first place stays."""
+    m = np.float64(x[o, 0, j])
+    for k in range(1, d):
+        if x[o, k, j] > m:
+            m = np.float64(x[o, k, j])
+    return m
+
+
+@njit(inline="always")
+def _softmax_row(x, out, o, j, d):
+    m = _row_max(x, o, j, d)
+    s = 0.0
+    for k in range(d):
+        e = math.exp(np.float64(x[o, k, j]) - m)
+        out[o, k, j] = e
+        s += e
+    inv = 1.0 / s
+    for k in range(d):
+        out[o, k, j] = out[o, k, j] * inv
+
+
+@njit(inline="always")
+def _log_softmax_row(x, out, o, j, d):
+    m = _row_max(x, o, j, d)
+    s = 0.0
+    for k in range(d):
+        s += math.exp(x[o, k, j] - m)
+    shift = m + math.log(s)
+    for k in range(d):
+        out[o, k, j] = x[o, k, j] - shift
+
+
+@njit(inline="always")
+def _forward_rows(x, log):
+    """(Log-)softmax of every row of ``x`` (outer, D, inner), in parallel over the ``outer * inner`` rows."""
     outer, d, inner = x.shape
     out = np.empty_like(x)
     if d == 0:
         return out
     for r in prange(outer * inner):
         o, j = r // inner, r % inner
-        m = x[o, 0, j]
-        for k in range(1, d):
-            if x[o, k, j] > m:
-                m = x[o, k, j]
-        s = 0.0
-        for k in range(d):
-            e = math.exp(np.float64(x[o, k, j]) - m)
-            out[o, k, j] = e
-            s += e
-        inv = 1.0 / s
-        for k in range(d):
-            out[o, k, j] = out[o, k, j] * inv
+        if log:
+            _log_softmax_row(x, out, o, j, d)
+        else:
+            _softmax_row(x, out, o, j, d)
     return out
+
+
+@njit(inline="always")
+def _backward_rows(y, grad_y, log):
+    """Gradients of :func:`_forward_rows` from its output ``y``; the row sums accumulate in float64."""
+    outer, d, inner = y.shape
+    out = np.empty_like(grad_y)
+    for r in prange(outer * inner):
+        o, j = r // inner, r % inner
+        s = 0.0
+        if log:
+            for k in range(d):
+                s += grad_y[o, k, j]
+            for k in range(d):
+                out[o, k, j] = grad_y[o, k, j] - math.exp(y[o, k, j]) * s
+        else:
+            for k in range(d):
+                s += np.float64(grad_y[o, k, j]) * y[o, k, j]
+            for k in range(d):
+                out[o, k, j] = y[o, k, j] * (grad_y[o, k, j] - s)
+    return out
+
+
+@njit_parallel
+def softmax_forward(x):
+    """Softmax of ``x`` (outer, D, inner) along axis 1; the row maximum is subtracted before ``exp``."""
+    return _forward_rows(x, False)
 
 
 @njit_parallel
 def softmax_backward(y, grad_y):
     """``grad_x = y * (grad_y - sum(grad_y * y))`` along axis 1, from the output ``y`` (outer, D, inner)."""
-    outer, d, inner = y.shape
-    out = np.empty_like(grad_y)
-    for r in prange(outer * inner):
-        o, j = r // inner, r % inner
-        s = 0.0
-        for k in range(d):
-            s += np.float64(grad_y[o, k, j]) * y[o, k, j]
-        for k in range(d):
-            out[o, k, j] = y[o, k, j] * (grad_y[o, k, j] - s)
-    return out
+    return _backward_rows(y, grad_y, False)
 
 
 @njit_parallel
 def log_softmax_forward(x):
     """``x - max - log(sum(exp(x - max)))`` along axis 1 of ``x`` (outer, D, inner)."""
-    outer, d, inner = x.shape
-    out = np.empty_like(x)
-    if d == 0:
-        return out
-    for r in prange(outer * inner):
-        o, j = r // inner, r % inner
-        m = np.float64(x[o, 0, j])
-        for k in range(1, d):
-            if x[o, k, j] > m:
-                m = np.float64(x[o, k, j])
-        s = 0.0
-        for k in range(d):
-            s += math.exp(x[o, k, j] - m)
-        shift = m + math.log(s)
-        for k in range(d):
-            out[o, k, j] = x[o, k, j] - shift
-    return out
+    return _forward_rows(x, True)
 
 
 @njit_parallel
 def log_softmax_backward(y, grad_y):
     """``grad_x = grad_y - exp(y) * sum(grad_y)`` along axis 1, from the output ``y`` (outer, D, inner)."""
-    outer, d, inner = y.shape
-    out = np.empty_like(grad_y)
-    for r in prange(outer * inner):
-        o, j = r // inner, r % inner
-        s = 0.0
-        for k in range(d):
-            s += grad_y[o, k, j]
-        for k in range(d):
-            out[o, k, j] = grad_y[o, k, j] - math.exp(y[o, k, j]) * s
-    return out
+    return _backward_rows(y, grad_y, True)

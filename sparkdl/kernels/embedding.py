@@ -23,11 +23,11 @@ def embedding_backward(ids, grad_y, grad_weight):
             grad_weight[i, j] += grad_y[k, j]
 
 
-@njit
-def bag_forward(ids, bags, weights, scale, weight, out):
-    """``out[b] = scale[b] * sum_{k in bag b} weights[k] * weight[ids[k]]`` (``weights`` empty: all ones);
-    ``out`` zeroed by the caller."""
-    D = weight.shape[1]
+@njit(inline="always")
+def _bag_scatter(ids, bags, weights, scale, src, dst, to_bags):
+    """For every entry k with ``ids[k] >= 0``, ``s = scale[bags[k]] * weights[k]`` (``weights`` empty: 1), then
+    ``dst[bags[k]] += s * src[ids[k]]`` if ``to_bags`` (forward) else ``dst[ids[k]] += s * src[bags[k]]``."""
+    D = src.shape[1]
     use_w = weights.shape[0] > 0
     for k in range(ids.shape[0]):
         i = ids[k]
@@ -35,20 +35,19 @@ def bag_forward(ids, bags, weights, scale, weight, out):
             continue
         b = bags[k]
         s = scale[b] * (weights[k] if use_w else 1.0)
+        r, c = (i, b) if to_bags else (b, i)
         for j in range(D):
-            out[b, j] += s * weight[i, j]
+            dst[c, j] += s * src[r, j]
+
+
+@njit
+def bag_forward(ids, bags, weights, scale, weight, out):
+    """``out[b] = scale[b] * sum_{k in bag b} weights[k] * weight[ids[k]]`` (``weights`` empty: all ones);
+    ``out`` zeroed by the caller."""
+    _bag_scatter(ids, bags, weights, scale, weight, out, True)
 
 
 @njit
 def bag_backward(ids, bags, weights, scale, grad_y, grad_weight):
     """Adjoint of :func:`bag_forward` with respect to ``weight``; ``grad_weight`` zeroed by the caller."""
-    D = grad_y.shape[1]
-    use_w = weights.shape[0] > 0
-    for k in range(ids.shape[0]):
-        i = ids[k]
-        if i < 0:
-            continue
-        b = bags[k]
-        s = scale[b] * (weights[k] if use_w else 1.0)
-        for j in range(D):
-            grad_weight[i, j] += s * grad_y[b, j]
+    _bag_scatter(ids, bags, weights, scale, grad_y, grad_weight, False)

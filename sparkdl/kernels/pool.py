@@ -115,6 +115,24 @@ def max_pool2x2_backward(grad_y, x, y):
     return gx
 
 
+@njit(inline="always")
+def _window_sum(x, p, h0, h1, w0, w1):
+    """Sum of ``x[p, h0:h1, w0:w1]`` in ``x``'s dtype, row by row."""
+    s = x.dtype.type(0)
+    for h in range(h0, h1):
+        for w in range(w0, w1):
+            s += x[p, h, w]
+    return s
+
+
+@njit(inline="always")
+def _window_add(gx, p, h0, h1, w0, w1, g):
+    """``gx[p, h0:h1, w0:w1] += g``, row by row (the adjoint of :func:`_window_sum`)."""
+    for h in range(h0, h1):
+        for w in range(w0, w1):
+            gx[p, h, w] += g
+
+
 @njit
 def _avg_windows(H, W, kh, kw, sh, sw, ph, pw, Ho, Wo, count_include_pad):
     """Clipped window bounds (Ho, Wo, 4) int64 and divisors (Ho, Wo) float64."""
@@ -148,10 +166,7 @@ def avg_pool2d_forward(x, kh, kw, sh, sw, ph, pw, Ho, Wo, count_include_pad):
     for p in prange(P):
         for oh in range(Ho):
             for ow in range(Wo):
-                s = x.dtype.type(0)
-                for h in range(bounds[oh, ow, 0], bounds[oh, ow, 1]):
-                    for w in range(bounds[oh, ow, 2], bounds[oh, ow, 3]):
-                        s += x[p, h, w]
+                s = _window_sum(x, p, bounds[oh, ow, 0], bounds[oh, ow, 1], bounds[oh, ow, 2], bounds[oh, ow, 3])
                 y[p, oh, ow] = s / x.dtype.type(div[oh, ow]) if div[oh, ow] > 0 else 0
     return y
 
@@ -168,10 +183,14 @@ def avg_pool2d_backward(grad_y, H, W, kh, kw, sh, sw, ph, pw, count_include_pad)
                 if div[oh, ow] == 0:
                     continue
                 g = grad_y[p, oh, ow] / grad_y.dtype.type(div[oh, ow])
-                for h in range(bounds[oh, ow, 0], bounds[oh, ow, 1]):
-                    for w in range(bounds[oh, ow, 2], bounds[oh, ow, 3]):
-                        gx[p, h, w] += g
+                _window_add(gx, p, bounds[oh, ow, 0], bounds[oh, ow, 1], bounds[oh, ow, 2], bounds[oh, ow, 3], g)
     return gx
+
+
+@njit(inline="always")
+def _adaptive_window(i, n_in, n_out):
+    """Input range ``[floor(i*n_in/n_out), ceil((i+1)*n_in/n_out))`` of adaptive output index ``i``."""
+    return (i * n_in) // n_out, ((i + 1) * n_in + n_out - 1) // n_out
 
 
 @njit_parallel
@@ -181,15 +200,10 @@ def adaptive_avg_pool2d_forward(x, Ho, Wo):
     y = np.empty((P, Ho, Wo), x.dtype)
     for p in prange(P):
         for oh in range(Ho):
-            h0 = (oh * H) // Ho
-            h1 = ((oh + 1) * H + Ho - 1) // Ho
+            h0, h1 = _adaptive_window(oh, H, Ho)
             for ow in range(Wo):
-                w0 = (ow * W) // Wo
-                w1 = ((ow + 1) * W + Wo - 1) // Wo
-                s = x.dtype.type(0)
-                for h in range(h0, h1):
-                    for w in range(w0, w1):
-                        s += x[p, h, w]
+                w0, w1 = _adaptive_window(ow, W, Wo)
+                s = _window_sum(x, p, h0, h1, w0, w1)
                 y[p, oh, ow] = s / x.dtype.type(h1 - h0) / x.dtype.type(w1 - w0)
     return y
 
@@ -201,13 +215,9 @@ def adaptive_avg_pool2d_backward(grad_y, H, W):
     gx = np.zeros((P, H, W), grad_y.dtype)
     for p in prange(P):
         for oh in range(Ho):
-            h0 = (oh * H) // Ho
-            h1 = ((oh + 1) * H + Ho - 1) // Ho
+            h0, h1 = _adaptive_window(oh, H, Ho)
             for ow in range(Wo):
-                w0 = (ow * W) // Wo
-                w1 = ((ow + 1) * W + Wo - 1) // Wo
+                w0, w1 = _adaptive_window(ow, W, Wo)
                 g = grad_y[p, oh, ow] / grad_y.dtype.type(h1 - h0) / grad_y.dtype.type(w1 - w0)
-                for h in range(h0, h1):
-                    for w in range(w0, w1):
-                        gx[p, h, w] += g
+                _window_add(gx, p, h0, h1, w0, w1, g)
     return gx

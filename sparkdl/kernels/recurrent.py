@@ -119,16 +119,50 @@ def _carry(dh, tmp, lengths, t):
                 dh[n, j] = tmp[n, j]
 
 
-# ---------------------------------------------------------------------------------------------- RNN
-@njit
-def rnn_forward(xp, whh_t, lengths, reverse, relu, hs, hprev):
-    """``h_t = act(xp[t] + h_{t-1} @ W_hh^T)``; fills ``hs`` (zero at invalid steps) and ``hprev``; returns h_n.
+# ---------------------------------------------------------------------------------------------- RNN and GRU
+# RNN and GRU share their time loops (:func:`_steps_forward`, :func:`_steps_backward`, inlined into the
+# kernels); ``kind`` selects the row computation. Rows take the full arrays and (t, n), so the element loops
+# index exactly as a loop written in the kernel would.
+_TANH, _RELU, _GRU = 0, 1, 2
 
-    ``xp`` (T, N, H) includes both biases; ``whh_t`` is ``W_hh^T`` (H, H), contiguous.
-    """
-    T, N, H = xp.shape
+
+@njit(inline="always")
+def _rnn_row(xp, a, h, hs, t, n, relu):
+    for j in range(h.shape[1]):
+        v = xp[t, n, j] + a[n, j]
+        if relu:
+            v = v if v > 0 else 0.0
+        else:
+            v = _tanh(v)
+        h[n, j] = v
+        hs[t, n, j] = v
+
+
+@njit(inline="always")
+def _gru_row(xp, a, bhh, h, hs, gates, hhn, t, n):
+    H = h.shape[1]
+    x = xp[t, n]
+    gt = gates[t, n]
+    for j in range(H):
+        r = _sigmoid(x[j] + a[n, j] + bhh[j])
+        z = _sigmoid(x[H + j] + a[n, H + j] + bhh[H + j])
+        hn_ = a[n, 2 * H + j] + bhh[2 * H + j]
+        nn_ = _tanh(x[2 * H + j] + r * hn_)
+        v = (1.0 - z) * nn_ + z * h[n, j]
+        h[n, j] = v
+        hs[t, n, j] = v
+        gt[j] = r
+        gt[H + j] = z
+        gt[2 * H + j] = nn_
+        hhn[t, n, j] = hn_
+
+
+@njit(inline="always")
+def _steps_forward(xp, whh_t, bhh, lengths, reverse, kind, H, hs, gates, hhn, hprev):
+    """The time loop of :func:`rnn_forward` and :func:`gru_forward` (``gates``, ``hhn``, ``bhh``: GRU only)."""
+    T, N, G = xp.shape
     h = np.zeros((N, H), xp.dtype)
-    a = np.empty((N, H), xp.dtype)
+    a = np.empty((N, G), xp.dtype)
     for s in range(T):
         t = T - 1 - s if reverse else s
         hprev[t] = h
@@ -136,15 +170,77 @@ def rnn_forward(xp, whh_t, lengths, reverse, relu, hs, hprev):
         for n in range(N):
             if t >= lengths[n]:
                 continue
-            for j in range(H):
-                v = xp[t, n, j] + a[n, j]
-                if relu:
-                    v = v if v > 0 else 0.0
-                else:
-                    v = _tanh(v)
-                h[n, j] = v
-                hs[t, n, j] = v
+            if kind == _GRU:
+                _gru_row(xp, a, bhh, h, hs, gates, hhn, t, n)
+            else:
+                _rnn_row(xp, a, h, hs, t, n, kind == _RELU)
     return h
+
+
+@njit(inline="always")
+def _rnn_row_backward(hs, grad_hs, dh, da, t, n, relu):
+    for j in range(dh.shape[1]):
+        g = dh[n, j] + grad_hs[t, n, j]
+        h = hs[t, n, j]
+        if relu:
+            da[t, n, j] = g if h > 0 else 0.0
+        else:
+            da[t, n, j] = g * (1.0 - h * h)
+
+
+@njit(inline="always")
+def _gru_row_backward(gates, hhn, hprev, grad_hs, dh, direct, dax, dah, t, n):
+    H = dh.shape[1]
+    gt = gates[t, n]
+    dx = dax[t, n]
+    dhh = dah[t, n]
+    for j in range(H):
+        r, z, nn_ = gt[j], gt[H + j], gt[2 * H + j]
+        gh = dh[n, j] + grad_hs[t, n, j]
+        dan = gh * (1.0 - z) * (1.0 - nn_ * nn_)
+        dar = dan * hhn[t, n, j] * r * (1.0 - r)
+        daz = gh * (hprev[t, n, j] - nn_) * z * (1.0 - z)
+        dx[j] = dar
+        dx[H + j] = daz
+        dx[2 * H + j] = dan
+        dhh[j] = dar
+        dhh[H + j] = daz
+        dhh[2 * H + j] = dan * r
+        direct[n, j] = gh * z
+
+
+@njit(inline="always")
+def _steps_backward(whh, lengths, reverse, kind, hs, gates, hhn, hprev, grad_hs, grad_hn, dax, dah):
+    """The time loop of :func:`rnn_backward` and :func:`gru_backward` (RNN: ``dax`` is ``dah``, ``da``)."""
+    T, N, H = dah.shape[0], dah.shape[1], grad_hn.shape[1]
+    dh = grad_hn.copy()
+    direct = np.zeros((N if kind == _GRU else 0, H), dah.dtype)  # the part of dh not through W_hh (GRU)
+    tmp = np.empty((N, H), dah.dtype)
+    for s in range(T):
+        t = s if reverse else T - 1 - s
+        for n in range(N):
+            if t >= lengths[n]:
+                continue
+            if kind == _GRU:
+                _gru_row_backward(gates, hhn, hprev, grad_hs, dh, direct, dax, dah, t, n)
+            else:
+                _rnn_row_backward(hs, grad_hs, dh, dax, t, n, kind == _RELU)
+        np.dot(dah[t], whh, tmp)
+        if kind == _GRU:
+            tmp += direct
+        _carry(dh, tmp, lengths, t)
+    return dh
+
+
+@njit
+def rnn_forward(xp, whh_t, lengths, reverse, relu, hs, hprev):
+    """``h_t = act(xp[t] + h_{t-1} @ W_hh^T)``; fills ``hs`` (zero at invalid steps) and ``hprev``; returns h_n.
+
+    ``xp`` (T, N, H) includes both biases; ``whh_t`` is ``W_hh^T`` (H, H), contiguous.
+    """
+    none = np.empty((0, 0, 0), xp.dtype)  # the GRU-only arguments
+    return _steps_forward(xp, whh_t, np.empty(0, xp.dtype), lengths, reverse, _RELU if relu else _TANH, xp.shape[2],
+                          hs, none, none, hprev)
 
 
 @njit
@@ -153,24 +249,9 @@ def rnn_backward(hs, whh, lengths, reverse, relu, grad_hs, grad_hn, da):
 
     ``whh`` is ``W_hh`` (H, H), contiguous. Returns the gradient with respect to the initial state.
     """
-    T, N, H = hs.shape
-    dh = grad_hn.copy()
-    tmp = np.empty((N, H), hs.dtype)
-    for s in range(T):
-        t = s if reverse else T - 1 - s
-        for n in range(N):
-            if t >= lengths[n]:
-                continue
-            for j in range(H):
-                g = dh[n, j] + grad_hs[t, n, j]
-                h = hs[t, n, j]
-                if relu:
-                    da[t, n, j] = g if h > 0 else 0.0
-                else:
-                    da[t, n, j] = g * (1.0 - h * h)
-        np.dot(da[t], whh, tmp)
-        _carry(dh, tmp, lengths, t)
-    return dh
+    none = np.empty((0, 0, 0), hs.dtype)  # the GRU-only arguments
+    return _steps_backward(whh, lengths, reverse, _RELU if relu else _TANH, hs, none, none, none, grad_hs, grad_hn,
+                           da, da)
 
 
 # ---------------------------------------------------------------------------------------------- LSTM
@@ -286,32 +367,7 @@ def gru_forward(xp, whh_t, bhh, lengths, reverse, hs, gates, hhn, hprev):
 
     ``xp`` (T, N, 3H) includes ``b_ih`` only; ``whh_t`` is ``W_hh^T`` (H, 3H), contiguous; ``bhh`` (3H,).
     """
-    T, N, G = xp.shape
-    H = G // 3
-    h = np.zeros((N, H), xp.dtype)
-    a = np.empty((N, G), xp.dtype)
-    for s in range(T):
-        t = T - 1 - s if reverse else s
-        hprev[t] = h
-        np.dot(h, whh_t, a)
-        for n in range(N):
-            if t >= lengths[n]:
-                continue
-            x = xp[t, n]
-            gt = gates[t, n]
-            for j in range(H):
-                r = _sigmoid(x[j] + a[n, j] + bhh[j])
-                z = _sigmoid(x[H + j] + a[n, H + j] + bhh[H + j])
-                hn_ = a[n, 2 * H + j] + bhh[2 * H + j]
-                nn_ = _tanh(x[2 * H + j] + r * hn_)
-                v = (1.0 - z) * nn_ + z * h[n, j]
-                h[n, j] = v
-                hs[t, n, j] = v
-                gt[j] = r
-                gt[H + j] = z
-                gt[2 * H + j] = nn_
-                hhn[t, n, j] = hn_
-    return h
+    return _steps_forward(xp, whh_t, bhh, lengths, reverse, _GRU, xp.shape[2] // 3, hs, gates, hhn, hprev)
 
 
 @njit
@@ -321,33 +377,5 @@ def gru_backward(gates, hhn, hprev, whh, lengths, reverse, grad_hs, grad_hn, dax
 
     Returns the gradient with respect to the initial state.
     """
-    T, N, G = gates.shape
-    H = G // 3
-    dh = grad_hn.copy()
-    direct = np.zeros((N, H), gates.dtype)
-    tmp = np.empty((N, H), gates.dtype)
-    for s in range(T):
-        t = s if reverse else T - 1 - s
-        for n in range(N):
-            if t >= lengths[n]:
-                continue
-            gt = gates[t, n]
-            dx = dax[t, n]
-            dhh = dah[t, n]
-            for j in range(H):
-                r, z, nn_ = gt[j], gt[H + j], gt[2 * H + j]
-                gh = dh[n, j] + grad_hs[t, n, j]
-                dan = gh * (1.0 - z) * (1.0 - nn_ * nn_)
-                dar = dan * hhn[t, n, j] * r * (1.0 - r)
-                daz = gh * (hprev[t, n, j] - nn_) * z * (1.0 - z)
-                dx[j] = dar
-                dx[H + j] = daz
-                dx[2 * H + j] = dan
-                dhh[j] = dar
-                dhh[H + j] = daz
-                dhh[2 * H + j] = dan * r
-                direct[n, j] = gh * z
-        np.dot(dah[t], whh, tmp)
-        tmp += direct
-        _carry(dh, tmp, lengths, t)
-    return dh
+    return _steps_backward(whh, lengths, reverse, _GRU, np.empty((0, 0, 0), dax.dtype), gates, hhn, hprev, grad_hs,
+                           grad_hn, dax, dah)

@@ -11,20 +11,11 @@ import numbers
 import numpy as np
 
 from sparkdl.kernels import activation as K
-from sparkdl.nn._checks import check_positive_int
+from sparkdl.nn._checks import check_array, check_positive_int
 from sparkdl.nn.module import Module
 
 __all__ = ["ReLU", "LeakyReLU", "ELU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softplus", "PReLU", "Softmax",
            "LogSoftmax"]
-
-
-def _check_float(layer, x):
-    name = type(layer).__name__
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name}: input must be a numpy.ndarray, got {type(x).__name__}")
-    if x.dtype != layer.dtype:
-        raise TypeError(f"{name}: input dtype must be {layer.dtype} (the layer's dtype), got {x.dtype}; "
-                        f"convert with x.astype(np.{layer.dtype})")
 
 
 def _flat(x):
@@ -39,21 +30,37 @@ def _real(layer_name: str, arg: str, value) -> float:
 
 
 class _Elementwise(Module):
-    """Shared forward/backward plumbing: ``_fwd(flat_x)`` and ``_bwd(flat_cache, flat_grad_y)``.
+    """Shared forward/backward plumbing. A subclass is a row of a table: its kernels, what backward keeps and
+    its real-valued hyper-parameters.
 
-    ``_cache_output`` selects whether backward needs the output (True) or the input (False).
+    ``_kernels`` is ``(forward(flat_x, *params), backward(flat_cache, flat_grad_y, *params))``;
+    ``_cache_output`` selects whether backward needs the output (True) or the input (False); ``_params`` names
+    the hyper-parameters passed to both kernels, in order (also the layer's config), converted to the input's
+    dtype when ``_params_in_dtype``.
     """
 
+    _kernels: tuple = ()
     _cache_output = True
+    _params: tuple = ()
+    _params_in_dtype = False
+
+    def _set_params(self, **values) -> None:
+        """Check every hyper-parameter is a real number (TypeError naming it otherwise) and store it."""
+        for arg, value in values.items():
+            setattr(self, arg, _real(type(self).__name__, arg, value))
+
+    def _args(self, dtype) -> list:
+        values = [getattr(self, p) for p in self._params]
+        return [dtype.type(v) for v in values] if self._params_in_dtype else values
 
     def _fwd(self, x):
-        raise NotImplementedError
+        return self._kernels[0](x, *self._args(x.dtype))
 
     def _bwd(self, saved, grad_y):
-        raise NotImplementedError
+        return self._kernels[1](saved, grad_y, *self._args(saved.dtype))
 
     def forward(self, x, *, training=False, rng=None):
-        _check_float(self, x)
+        check_array(self, x)
         xf = _flat(x)
         y = self._fwd(xf).reshape(x.shape)
         return y, (y if self._cache_output else xf.reshape(x.shape))
@@ -61,15 +68,14 @@ class _Elementwise(Module):
     def backward(self, cache, grad_y, grad_params):
         return self._bwd(cache.reshape(-1), _flat(grad_y)).reshape(cache.shape)
 
+    def get_config(self):
+        return {p: getattr(self, p) for p in self._params}
+
 
 class ReLU(_Elementwise):
     r"""Rectified linear unit, :math:`y = \max(0, x)`. Shape: (*) → (*). Reference: ``torch.nn.ReLU``."""
 
-    def _fwd(self, x):
-        return K.relu_forward(x)
-
-    def _bwd(self, y, grad_y):
-        return K.relu_backward(y, grad_y)
+    _kernels = (K.relu_forward, K.relu_backward)
 
 
 class LeakyReLU(_Elementwise):
@@ -87,18 +93,12 @@ class LeakyReLU(_Elementwise):
 
     _cache_output = False
 
+    _kernels = (K.leaky_relu_forward, K.leaky_relu_backward)
+    _params = ("negative_slope",)
+
     def __init__(self, negative_slope: float = 0.01):
         super().__init__()
-        self.negative_slope = _real("LeakyReLU", "negative_slope", negative_slope)
-
-    def _fwd(self, x):
-        return K.leaky_relu_forward(x, self.negative_slope)
-
-    def _bwd(self, x, grad_y):
-        return K.leaky_relu_backward(x, grad_y, self.negative_slope)
-
-    def get_config(self):
-        return {"negative_slope": self.negative_slope}
+        self._set_params(negative_slope=negative_slope)
 
 
 class ELU(_Elementwise):
@@ -116,18 +116,12 @@ class ELU(_Elementwise):
 
     _cache_output = False
 
+    _kernels = (K.elu_forward, K.elu_backward)
+    _params = ("alpha",)
+
     def __init__(self, alpha: float = 1.0):
         super().__init__()
-        self.alpha = _real("ELU", "alpha", alpha)
-
-    def _fwd(self, x):
-        return K.elu_forward(x, self.alpha)
-
-    def _bwd(self, x, grad_y):
-        return K.elu_backward(x, grad_y, self.alpha)
-
-    def get_config(self):
-        return {"alpha": self.alpha}
+        self._set_params(alpha=alpha)
 
 
 class GELU(_Elementwise):
@@ -150,12 +144,8 @@ class GELU(_Elementwise):
         if approximate not in ("none", "tanh"):
             raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
         self.approximate = approximate
-
-    def _fwd(self, x):
-        return K.gelu_tanh_forward(x) if self.approximate == "tanh" else K.gelu_forward(x)
-
-    def _bwd(self, x, grad_y):
-        return K.gelu_tanh_backward(x, grad_y) if self.approximate == "tanh" else K.gelu_backward(x, grad_y)
+        self._kernels = ((K.gelu_tanh_forward, K.gelu_tanh_backward) if approximate == "tanh"
+                         else (K.gelu_forward, K.gelu_backward))
 
     def get_config(self):
         return {"approximate": self.approximate}
@@ -164,11 +154,7 @@ class GELU(_Elementwise):
 class Tanh(_Elementwise):
     r"""Hyperbolic tangent, :math:`y = \tanh(x)`. Shape: (*) → (*). Reference: ``torch.nn.Tanh``."""
 
-    def _fwd(self, x):
-        return K.tanh_forward(x)
-
-    def _bwd(self, y, grad_y):
-        return K.tanh_backward(y, grad_y)
+    _kernels = (K.tanh_forward, K.tanh_backward)
 
 
 class Sigmoid(_Elementwise):
@@ -177,11 +163,7 @@ class Sigmoid(_Elementwise):
     Shape: (*) → (*). Reference: ``torch.nn.Sigmoid``.
     """
 
-    def _fwd(self, x):
-        return K.sigmoid_forward(x)
-
-    def _bwd(self, y, grad_y):
-        return K.sigmoid_backward(y, grad_y)
+    _kernels = (K.sigmoid_forward, K.sigmoid_backward)
 
 
 class SiLU(_Elementwise):
@@ -194,11 +176,7 @@ class SiLU(_Elementwise):
 
     _cache_output = False
 
-    def _fwd(self, x):
-        return K.silu_forward(x)
-
-    def _bwd(self, x, grad_y):
-        return K.silu_backward(x, grad_y)
+    _kernels = (K.silu_forward, K.silu_backward)
 
 
 class Softplus(_Elementwise):
@@ -217,24 +195,15 @@ class Softplus(_Elementwise):
     """
 
     _cache_output = False
+    _kernels = (K.softplus_forward, K.softplus_backward)
+    _params = ("beta", "threshold")
+    _params_in_dtype = True
 
     def __init__(self, beta: float = 1.0, threshold: float = 20.0):
         super().__init__()
-        self.beta = _real("Softplus", "beta", beta)
-        self.threshold = _real("Softplus", "threshold", threshold)
+        self._set_params(beta=beta, threshold=threshold)
         if self.beta == 0:
             raise ValueError("Softplus: beta must be non-zero (it divides the output), got 0")
-
-    def _fwd(self, x):
-        dt = x.dtype.type
-        return K.softplus_forward(x, dt(self.beta), dt(self.threshold))
-
-    def _bwd(self, x, grad_y):
-        dt = x.dtype.type
-        return K.softplus_backward(x, grad_y, dt(self.beta), dt(self.threshold))
-
-    def get_config(self):
-        return {"beta": self.beta, "threshold": self.threshold}
 
 
 class PReLU(Module):
@@ -276,7 +245,7 @@ class PReLU(Module):
         self.weight[...] = self.init
 
     def _view3(self, x):
-        _check_float(self, x)
+        check_array(self, x)
         count = self.weight.shape[0]
         if count == 1:
             return np.ascontiguousarray(x).reshape(1, 1, -1)
@@ -313,7 +282,7 @@ class _AlongDim(Module):
         self.dim = int(dim)
 
     def forward(self, x, *, training=False, rng=None):
-        _check_float(self, x)
+        check_array(self, x)
         if not -x.ndim <= self.dim < x.ndim:
             raise ValueError(f"{type(self).__name__}: dim={self.dim} is out of range for a {x.ndim}-D input "
                              f"of shape {x.shape}; expected -{x.ndim} <= dim < {x.ndim}")

@@ -20,7 +20,7 @@ import numpy as np
 
 from sparkdl.kernels import activation as KA
 from sparkdl.nn import init
-from sparkdl.nn._checks import check_input, check_positive_int
+from sparkdl.nn._checks import check_bool, check_input, check_positive_int
 from sparkdl.nn.dropout_masks import dropout_mask
 from sparkdl.nn.module import Module
 
@@ -94,7 +94,8 @@ class MultiheadAttention(Module):
     Raises
     ------
     TypeError, ValueError
-        Bad constructor arguments; an input of the wrong dtype, rank or width; malformed masks.
+        Bad constructor arguments (``embed_dim`` not divisible by ``num_heads``, ``dropout`` outside
+        ``[0, 1)``, a flag that is not a bool); an input of the wrong dtype, rank or width; malformed masks.
 
     Notes
     -----
@@ -119,11 +120,9 @@ class MultiheadAttention(Module):
                              f"num_heads={self.num_heads}")
         if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) or not 0 <= dropout < 1:
             raise ValueError(f"{name}: dropout must be a number in [0, 1), got {dropout!r}")
-        for arg, v in (("bias", bias), ("batch_first", batch_first), ("causal", causal)):
-            if not isinstance(v, (bool, np.bool_)):
-                raise TypeError(f"{name}: {arg} must be a bool, got {type(v).__name__}")
-        self.dropout, self.use_bias = float(dropout), bool(bias)
-        self.batch_first, self.causal = bool(batch_first), bool(causal)
+        self.use_bias = check_bool(name, "bias", bias)
+        self.batch_first, self.causal = check_bool(name, "batch_first", batch_first), check_bool(name, "causal", causal)
+        self.dropout = float(dropout)
         e = self.embed_dim
         self.add_parameter("in_proj_weight", (3 * e, e))
         if self.use_bias:

@@ -11,9 +11,8 @@ import numpy as np
 
 from sparkdl.kernels import conv as K
 from sparkdl.kernels.conv_direct import direct_forward
-from sparkdl.nn import init
-from sparkdl.nn._checks import check_pair, check_positive_int
-from sparkdl.nn.module import Module
+from sparkdl.nn._checks import check_pair
+from sparkdl.nn._conv_layer import _ConvLayer
 
 __all__ = ["Conv2d", "ConvGeometry", "im2col_plan", "im2col_forward", "im2col_backward", "im2col_input_grad"]
 
@@ -68,27 +67,48 @@ def im2col_plan(geom: ConvGeometry, x_shape, ho: int, wo: int, c_out: int, items
     return hp, wp, wq, plane, k, _chunk(n, (k + c_out) * ho * wq * itemsize)
 
 
+def _chunks(n: int, nb: int, columns_per_sample: int):
+    """``(n0, b, lc)`` of every chunk of at most ``nb`` of ``n`` samples: first sample, samples, GEMM columns."""
+    for n0 in range(0, n, nb):
+        b = min(nb, n - n0)
+        yield n0, b, b * columns_per_sample
+
+
+def _columns(x, n0: int, b: int, geom: ConvGeometry, plan: tuple, ho: int, xp, cols) -> np.ndarray:
+    """The im2col columns ``(k, b*ho*wq)`` of samples ``x[n0:n0+b]`` (a view of ``cols``): the samples are
+    padded into ``xp``, then gathered (``plan`` from :func:`im2col_plan`)."""
+    hp, wp, wq, plane, k, nb = plan
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geom.kernel_size, geom.stride, geom.padding, geom.dilation
+    lc = b * ho * wq
+    xpc, colc = xp[:b], cols[:k * lc].reshape(k, lc)
+    K.pad_planes(x, n0, ph, pw, xpc)
+    K.im2col(xpc, wp, kh, kw, sh, sw, dh, dw, ho, wq, colc)
+    return colc
+
+
+def _add_columns(gcols, n0: int, geom: ConvGeometry, plan: tuple, ho: int, grad_x) -> None:
+    """Adjoint of :func:`_columns`: ``grad_x[n0:n0+b]`` (overwritten) from the column gradients ``gcols``."""
+    hp, wp, wq, plane, k, nb = plan
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geom.kernel_size, geom.stride, geom.padding, geom.dilation
+    K.col2im(gcols, n0, hp, wp, ph, pw, kh, kw, sh, sw, dh, dw, ho, wq, grad_x)
+
+
 def im2col_forward(x, weight, bias, geom: ConvGeometry, ho: int, wo: int) -> np.ndarray:
     """``y = conv(x, weight) + bias`` (N, C_out, ho, wo) by im2col + one GEMM per group and chunk.
 
     ``x`` (N, C, H, W) contiguous, ``weight`` (C_out, C/groups, kH, kW), ``bias`` (C_out,) or empty.
     """
-    n, c, h, w = x.shape
-    co = weight.shape[0]
-    hp, wp, wq, plane, k, nb = im2col_plan(geom, x.shape, ho, wo, co, x.itemsize)
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geom.kernel_size, geom.stride, geom.padding, geom.dilation
-    g = geom.groups
+    n, c = x.shape[:2]
+    co, g = weight.shape[0], geom.groups
+    plan = im2col_plan(geom, x.shape, ho, wo, co, x.itemsize)
+    hp, wp, wq, plane, k, nb = plan
     wg = weight.reshape(g, co // g, k // g)
     y = np.empty((n, co, ho, wo), x.dtype)
     xp = np.empty((nb, c, plane), x.dtype)
     cols = np.empty(k * nb * ho * wq, x.dtype)
     yw = np.empty(co * nb * ho * wq, x.dtype)
-    for n0 in range(0, n, nb):
-        b = min(nb, n - n0)
-        lc = b * ho * wq
-        xpc, colc, ywc = xp[:b], cols[:k * lc].reshape(k, lc), yw[:co * lc].reshape(co, lc)
-        K.pad_planes(x, n0, ph, pw, xpc)
-        K.im2col(xpc, wp, kh, kw, sh, sw, dh, dw, ho, wq, colc)
+    for n0, b, lc in _chunks(n, nb, ho * wq):
+        colc, ywc = _columns(x, n0, b, geom, plan, ho, xp, cols), yw[:co * lc].reshape(co, lc)
         if g == 1:
             np.matmul(wg[0], colc, out=ywc)
         else:
@@ -100,11 +120,11 @@ def im2col_forward(x, weight, bias, geom: ConvGeometry, ho: int, wo: int) -> np.
 def im2col_backward(x, weight, grad_y, geom: ConvGeometry, grad_w, input_grad: bool = True):
     """Write ``grad_w`` (the weight gradient, ``weight``'s shape) and return ``grad_x`` (or None without
     ``input_grad``) of :func:`im2col_forward`; ``grad_y`` is contiguous (N, C_out, ho, wo)."""
-    n, c, h, w = x.shape
+    n, c = x.shape[:2]
     co, ho, wo = grad_y.shape[1:]
-    hp, wp, wq, plane, k, nb = im2col_plan(geom, x.shape, ho, wo, co, x.itemsize)
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geom.kernel_size, geom.stride, geom.padding, geom.dilation
     g = geom.groups
+    plan = im2col_plan(geom, x.shape, ho, wo, co, x.itemsize)
+    hp, wp, wq, plane, k, nb = plan
     wg = weight.reshape(g, co // g, k // g)
     gwt = np.zeros((g, k // g, co // g), x.dtype)  # grad_W^T: cols @ grad_y^T is the faster BLAS shape
     grad_x = np.empty_like(x) if input_grad else None
@@ -112,12 +132,8 @@ def im2col_backward(x, weight, grad_y, geom: ConvGeometry, grad_w, input_grad: b
     cols = np.empty(k * nb * ho * wq, x.dtype)
     gyw = np.empty(co * nb * ho * wq, x.dtype)
     tmp = np.empty_like(gwt)
-    for n0 in range(0, n, nb):
-        b = min(nb, n - n0)
-        lc = b * ho * wq
-        xpc, colc, gywc = xp[:b], cols[:k * lc].reshape(k, lc), gyw[:co * lc].reshape(co, lc)
-        K.pad_planes(x, n0, ph, pw, xpc)
-        K.im2col(xpc, wp, kh, kw, sh, sw, dh, dw, ho, wq, colc)
+    for n0, b, lc in _chunks(n, nb, ho * wq):
+        colc, gywc = _columns(x, n0, b, geom, plan, ho, xp, cols), gyw[:co * lc].reshape(co, lc)
         K.widen(grad_y, n0, wq, gywc)
         gy3, col3 = gywc.reshape(g, co // g, lc), colc.reshape(g, k // g, lc)
         np.matmul(col3, gy3.transpose(0, 2, 1), out=gwt if n0 == 0 else tmp)
@@ -125,7 +141,7 @@ def im2col_backward(x, weight, grad_y, geom: ConvGeometry, grad_w, input_grad: b
             gwt += tmp
         if input_grad:
             np.matmul(wg.transpose(0, 2, 1), gy3, out=col3)  # grad of the columns, in place of cols
-            K.col2im(colc, n0, hp, wp, ph, pw, kh, kw, sh, sw, dh, dw, ho, wq, grad_x)
+            _add_columns(colc, n0, geom, plan, ho, grad_x)
     grad_w.reshape(g, co // g, k // g)[...] = gwt.transpose(0, 2, 1)
     return grad_x
 
@@ -133,26 +149,23 @@ def im2col_backward(x, weight, grad_y, geom: ConvGeometry, grad_w, input_grad: b
 def im2col_input_grad(grad_y, weight, geom: ConvGeometry, x_shape) -> np.ndarray:
     """Input gradient alone, ``conv^T(grad_y, weight)`` of shape ``x_shape``: the forward pass of a transposed
     convolution. ``grad_y`` contiguous (N, C_out, ho, wo), ``weight`` (C_out, C/groups, kH, kW)."""
-    n, c, h, w = x_shape
     co, ho, wo = grad_y.shape[1:]
-    hp, wp, wq, plane, k, nb = im2col_plan(geom, x_shape, ho, wo, co, grad_y.itemsize)
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geom.kernel_size, geom.stride, geom.padding, geom.dilation
     g = geom.groups
+    plan = im2col_plan(geom, x_shape, ho, wo, co, grad_y.itemsize)
+    hp, wp, wq, plane, k, nb = plan
     wgt = weight.reshape(g, co // g, k // g).transpose(0, 2, 1)
     grad_x = np.empty(x_shape, grad_y.dtype)
     cols = np.empty(k * nb * ho * wq, grad_y.dtype)
     gyw = np.empty(co * nb * ho * wq, grad_y.dtype)
-    for n0 in range(0, n, nb):
-        b = min(nb, n - n0)
-        lc = b * ho * wq
+    for n0, b, lc in _chunks(x_shape[0], nb, ho * wq):
         colc, gywc = cols[:k * lc].reshape(k, lc), gyw[:co * lc].reshape(co, lc)
         K.widen(grad_y, n0, wq, gywc)
         np.matmul(wgt, gywc.reshape(g, co // g, lc), out=colc.reshape(g, k // g, lc))
-        K.col2im(colc, n0, hp, wp, ph, pw, kh, kw, sh, sw, dh, dw, ho, wq, grad_x)
+        _add_columns(colc, n0, geom, plan, ho, grad_x)
     return grad_x
 
 
-class Conv2d(Module):
+class Conv2d(_ConvLayer):
     r"""2-D convolution over NCHW input, :math:`y[n, o] = b[o] + \sum_{c \in g(o)} W[o, c] \star x[n, c]`.
 
     Parameters
@@ -220,28 +233,13 @@ class Conv2d(Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
                  groups: int = 1, bias: bool = True):
         super().__init__()
-        self.in_channels = check_positive_int("Conv2d", "in_channels", in_channels)
-        self.out_channels = check_positive_int("Conv2d", "out_channels", out_channels)
+        self._check_channels(in_channels, out_channels)
         self.kernel_size = check_pair("Conv2d", "kernel_size", kernel_size)
         self.stride = check_pair("Conv2d", "stride", stride)
         self.padding = check_pair("Conv2d", "padding", padding, minimum=0)
         self.dilation = check_pair("Conv2d", "dilation", dilation)
-        self.groups = check_positive_int("Conv2d", "groups", groups)
-        for arg, value in (("in_channels", self.in_channels), ("out_channels", self.out_channels)):
-            if value % self.groups:
-                raise ValueError(f"Conv2d: {arg} must be divisible by groups, got {arg}={value}, "
-                                 f"groups={self.groups}")
-        if not isinstance(bias, (bool, np.bool_)):
-            raise TypeError(f"Conv2d: bias must be a bool, got {type(bias).__name__}")
-        self.use_bias = bool(bias)
-        kh, kw = self.kernel_size
-        self.add_parameter("weight", (self.out_channels, self.in_channels // self.groups, kh, kw))
-        if self.use_bias:
-            self.add_parameter("bias", (self.out_channels,))
-        self.reset_parameters(np.random.default_rng())
-
-    def reset_parameters(self, rng):
-        init.default_layer_init_(self.weight, self.bias if self.use_bias else None, rng)
+        self._check_groups(groups)
+        self._add_parameters((self.out_channels, self.in_channels // self.groups) + self.kernel_size, bias)
 
     # ------------------------------------------------------------------ geometry
     def output_size(self, h: int, w: int) -> tuple[int, int]:
@@ -298,7 +296,7 @@ class Conv2d(Module):
     def forward(self, x, *, training=False, rng=None):
         ho, wo = self._check(x)
         x = np.ascontiguousarray(x)
-        bias = self.bias if self.use_bias else np.zeros(0, self.dtype)
+        bias = self._bias_or_empty()
         if self.uses_direct():
             (ph, pw), (dh, dw) = self.padding, self.dilation
             return direct_forward(x, self.weight, bias, ph, pw, dh, dw, ho, wo), x
@@ -315,9 +313,7 @@ class Conv2d(Module):
     def _backward(self, cache, grad_y, grad_params, input_grad):
         x = cache
         grad_y = np.ascontiguousarray(grad_y, dtype=self.dtype)
-        views = self.grad_views(grad_params)
-        if self.use_bias:
-            K.channel_sum(grad_y, views["bias"])
+        views = self._grad_views_with_bias(grad_y, grad_params)
         if self.uses_winograd():
             return _winograd_backward(x, self.weight, grad_y, self.padding, views["weight"], input_grad)
         return im2col_backward(x, self.weight, grad_y, self.geometry(), views["weight"], input_grad)
@@ -338,20 +334,23 @@ def _winograd_geometry(x_shape, ho, wo, itemsize, c_out):
     return th, tw, tiles, nb
 
 
+def _winograd_filters(weight, dtype):
+    """``(G, U)``: the transform G in ``dtype`` and ``U = G w G^T`` of every 3x3 filter, (4, Co, C, 4)."""
+    g = _G.astype(dtype)
+    return g, np.tensordot(np.tensordot(g, weight, axes=(1, 2)), g, axes=(3, 1))
+
+
 def _winograd_forward(x, weight, bias, padding, ho, wo):
     """y = conv(x, weight) + bias via ``M[xi] = U[xi] @ V[xi]`` over 16 Winograd points, chunk by chunk."""
     n, c = x.shape[:2]
     co = weight.shape[0]
     ph, pw = padding
     th, tw, tiles, nb = _winograd_geometry(x.shape, ho, wo, x.itemsize, co)
-    g = _G.astype(x.dtype)
-    u = np.tensordot(np.tensordot(g, weight, axes=(1, 2)), g, axes=(3, 1))  # (4, Co, C, 4)
-    u = np.ascontiguousarray(u.transpose(0, 3, 1, 2)).reshape(16, co, c)
+    u = np.ascontiguousarray(_winograd_filters(weight, x.dtype)[1].transpose(0, 3, 1, 2)).reshape(16, co, c)
     y = np.empty((n, co, ho, wo), x.dtype)
     vbuf = np.empty(c * 16 * nb * tiles, x.dtype)
     mbuf = np.empty(co * 16 * nb * tiles, x.dtype)
-    for n0 in range(0, n, nb):
-        L = min(nb, n - n0) * tiles
+    for n0, _, L in _chunks(n, nb, tiles):
         v, m = vbuf[:c * 16 * L].reshape(c, 16, L), mbuf[:co * 16 * L].reshape(co, 16, L)
         K.winograd_input(x, n0, ph, pw, th, tw, v)
         np.matmul(u, v.transpose(1, 0, 2), out=m.transpose(1, 0, 2))
@@ -367,15 +366,13 @@ def _winograd_backward(x, weight, grad_y, padding, grad_w, input_grad=True):
     ph, pw = padding
     ho, wo = grad_y.shape[2:]
     th, tw, tiles, nb = _winograd_geometry(x.shape, ho, wo, x.itemsize, co)
-    g = _G.astype(x.dtype)
-    u = np.tensordot(np.tensordot(g, weight, axes=(1, 2)), g, axes=(3, 1))
+    g, u = _winograd_filters(weight, x.dtype)
     ut = np.ascontiguousarray(u.transpose(0, 3, 2, 1)).reshape(16, c, co)  # U[xi]^T
     gu, tmp = np.zeros((16, co, c), x.dtype), np.empty((16, co, c), x.dtype)
     grad_x = np.empty_like(x) if input_grad else None
     vbuf = np.empty(c * 16 * nb * tiles, x.dtype)
     gbuf = np.empty(co * 16 * nb * tiles, x.dtype)
-    for n0 in range(0, n, nb):
-        L = min(nb, n - n0) * tiles
+    for n0, _, L in _chunks(n, nb, tiles):
         v, gyt = vbuf[:c * 16 * L].reshape(c, 16, L), gbuf[:co * 16 * L].reshape(co, 16, L)
         K.winograd_input(x, n0, ph, pw, th, tw, v)
         K.winograd_grad_output(grad_y, n0, th, tw, gyt)

@@ -1,14 +1,11 @@
 """1-D convolution: a :class:`~sparkdl.nn.Conv2d` im2col convolution with a height-1 kernel over (N, C, 1, L)."""
 from __future__ import annotations
 
-
 import numpy as np
 
-from sparkdl.kernels import conv as K
-from sparkdl.nn import init
 from sparkdl.nn._checks import check_input, check_positive_int
+from sparkdl.nn._conv_layer import _ConvLayer
 from sparkdl.nn.conv import ConvGeometry, im2col_backward, im2col_forward
-from sparkdl.nn.module import Module
 
 __all__ = ["Conv1d"]
 
@@ -22,15 +19,15 @@ def single(layer: str, arg: str, value, minimum: int = 1) -> int:
     return check_positive_int(layer, arg, value, minimum)
 
 
-class Conv1d(Module):
+class Conv1d(_ConvLayer):
     r"""1-D convolution over (N, C, L) input, :math:`y[n, o] = b[o] + \sum_{c \in g(o)} W[o, c] \star x[n, c]`.
 
     Parameters
     ----------
     in_channels : int
-        Input channels C_in.
+        Input channels C_in (axis 1 of the (N, C_in, L) input).
     out_channels : int
-        Output channels C_out.
+        Output channels C_out (axis 1 of the output).
     kernel_size : int
         Kernel length K.
     stride : int, default 1
@@ -68,26 +65,13 @@ class Conv1d(Module):
                  groups: int = 1, bias: bool = True):
         super().__init__()
         name = "Conv1d"
-        self.in_channels = check_positive_int(name, "in_channels", in_channels)
-        self.out_channels = check_positive_int(name, "out_channels", out_channels)
+        self._check_channels(in_channels, out_channels)
         self.kernel_size = (single(name, "kernel_size", kernel_size),)
         self.stride = (single(name, "stride", stride),)
         self.padding = (single(name, "padding", padding, minimum=0),)
         self.dilation = (single(name, "dilation", dilation),)
-        self.groups = check_positive_int(name, "groups", groups)
-        for arg, value in (("in_channels", self.in_channels), ("out_channels", self.out_channels)):
-            if value % self.groups:
-                raise ValueError(f"{name}: {arg} must be divisible by groups, got {arg}={value}, groups={self.groups}")
-        if not isinstance(bias, (bool, np.bool_)):
-            raise TypeError(f"{name}: bias must be a bool, got {type(bias).__name__}")
-        self.use_bias = bool(bias)
-        self.add_parameter("weight", (self.out_channels, self.in_channels // self.groups, self.kernel_size[0]))
-        if self.use_bias:
-            self.add_parameter("bias", (self.out_channels,))
-        self.reset_parameters(np.random.default_rng())
-
-    def reset_parameters(self, rng):
-        init.default_layer_init_(self.weight, self.bias if self.use_bias else None, rng)
+        self._check_groups(groups)
+        self._add_parameters((self.out_channels, self.in_channels // self.groups) + self.kernel_size, bias)
 
     def output_size(self, length: int) -> int:
         """``L_out`` for an input of length ``length`` (PyTorch's formula)."""
@@ -109,8 +93,7 @@ class Conv1d(Module):
             raise ValueError(f"Conv1d: input length {x.shape[2]} with padding {p} is shorter than the dilated "
                              f"kernel ({d * (k - 1) + 1}); output length would be {lo}")
         x4 = np.ascontiguousarray(x).reshape(x.shape[0], x.shape[1], 1, x.shape[2])
-        bias = self.bias if self.use_bias else np.zeros(0, self.dtype)
-        y = im2col_forward(x4, self._weight4(self.weight), bias, self._geometry(), 1, lo)
+        y = im2col_forward(x4, self._weight4(self.weight), self._bias_or_empty(), self._geometry(), 1, lo)
         return y.reshape(x.shape[0], self.out_channels, lo), x4
 
     def backward(self, cache, grad_y, grad_params):
@@ -124,9 +107,7 @@ class Conv1d(Module):
     def _backward(self, x4, grad_y, grad_params, input_grad):
         gy4 = np.ascontiguousarray(grad_y, dtype=self.dtype).reshape(grad_y.shape[0], grad_y.shape[1], 1,
                                                                        grad_y.shape[2])
-        views = self.grad_views(grad_params)
-        if self.use_bias:
-            K.channel_sum(gy4, views["bias"])
+        views = self._grad_views_with_bias(gy4, grad_params)
         return im2col_backward(x4, self._weight4(self.weight), gy4, self._geometry(), self._weight4(views["weight"]),
                                input_grad)
 

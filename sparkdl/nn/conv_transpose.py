@@ -1,19 +1,16 @@
 """Transposed 2-D convolution (the adjoint of :class:`~sparkdl.nn.Conv2d`), on the same im2col kernels."""
 from __future__ import annotations
 
-
 import numpy as np
 
-from sparkdl.kernels import conv as K
-from sparkdl.nn import init
-from sparkdl.nn._checks import check_input, check_pair, check_positive_int
+from sparkdl.nn._checks import check_input, check_pair
+from sparkdl.nn._conv_layer import _ConvLayer
 from sparkdl.nn.conv import ConvGeometry, im2col_backward, im2col_forward, im2col_input_grad
-from sparkdl.nn.module import Module
 
 __all__ = ["ConvTranspose2d"]
 
 
-class ConvTranspose2d(Module):
+class ConvTranspose2d(_ConvLayer):
     r"""Transposed 2-D convolution ("deconvolution"): the gradient of a :class:`~sparkdl.nn.Conv2d` with
     respect to its input, used as a layer (upsampling by ``stride``).
 
@@ -23,9 +20,9 @@ class ConvTranspose2d(Module):
     Parameters
     ----------
     in_channels : int
-        Input channels C_in.
+        Input channels C_in (the output channels of the Conv2d whose adjoint this layer is).
     out_channels : int
-        Output channels C_out.
+        Output channels C_out (that Conv2d's input channels).
     kernel_size : int or (int, int)
         Kernel size (kH, kW).
     stride : int or (int, int), default 1
@@ -74,32 +71,19 @@ class ConvTranspose2d(Module):
                  groups: int = 1, bias: bool = True, dilation=1):
         super().__init__()
         name = "ConvTranspose2d"
-        self.in_channels = check_positive_int(name, "in_channels", in_channels)
-        self.out_channels = check_positive_int(name, "out_channels", out_channels)
+        self._check_channels(in_channels, out_channels)
         self.kernel_size = check_pair(name, "kernel_size", kernel_size)
         self.stride = check_pair(name, "stride", stride)
         self.padding = check_pair(name, "padding", padding, minimum=0)
         self.output_padding = check_pair(name, "output_padding", output_padding, minimum=0)
         self.dilation = check_pair(name, "dilation", dilation)
-        self.groups = check_positive_int(name, "groups", groups)
-        for arg, value in (("in_channels", self.in_channels), ("out_channels", self.out_channels)):
-            if value % self.groups:
-                raise ValueError(f"{name}: {arg} must be divisible by groups, got {arg}={value}, groups={self.groups}")
+        self._check_groups(groups)
         for op, s, d in zip(self.output_padding, self.stride, self.dilation):
             if op >= s and op >= d:
                 raise ValueError(f"{name}: output_padding must be smaller than either stride or dilation, got "
                                  f"output_padding={self.output_padding}, stride={self.stride}, "
                                  f"dilation={self.dilation}")
-        if not isinstance(bias, (bool, np.bool_)):
-            raise TypeError(f"{name}: bias must be a bool, got {type(bias).__name__}")
-        self.use_bias = bool(bias)
-        self.add_parameter("weight", (self.in_channels, self.out_channels // self.groups) + self.kernel_size)
-        if self.use_bias:
-            self.add_parameter("bias", (self.out_channels,))
-        self.reset_parameters(np.random.default_rng())
-
-    def reset_parameters(self, rng):
-        init.default_layer_init_(self.weight, self.bias if self.use_bias else None, rng)
+        self._add_parameters((self.in_channels, self.out_channels // self.groups) + self.kernel_size, bias)
 
     def output_size(self, h: int, w: int) -> tuple[int, int]:
         """``(H_out, W_out)`` for an input of spatial size ``(h, w)`` (PyTorch's formula)."""
@@ -125,9 +109,7 @@ class ConvTranspose2d(Module):
     def backward(self, cache, grad_y, grad_params):
         x = cache
         grad_y = np.ascontiguousarray(grad_y, dtype=self.dtype)
-        views = self.grad_views(grad_params)
-        if self.use_bias:
-            K.channel_sum(grad_y, views["bias"])
+        views = self._grad_views_with_bias(grad_y, grad_params)
         geom = self._geometry()
         im2col_backward(grad_y, self.weight, x, geom, views["weight"], input_grad=False)
         return im2col_forward(grad_y, self.weight, np.zeros(0, self.dtype), geom, x.shape[2], x.shape[3])

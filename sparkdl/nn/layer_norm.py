@@ -7,7 +7,7 @@ import numbers
 import numpy as np
 
 from sparkdl.kernels import layer_norm as K
-from sparkdl.nn._checks import check_input, check_positive_int
+from sparkdl.nn._checks import check_bool, check_input, check_positive_int
 from sparkdl.nn.module import Module
 
 __all__ = ["LayerNorm", "GroupNorm"]
@@ -19,12 +19,6 @@ def _eps(name: str, eps) -> float:
     if not eps >= 0:
         raise ValueError(f"{name}: eps must be >= 0, got {eps!r}")
     return float(eps)
-
-
-def _bool(name: str, arg: str, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name}: {arg} must be a bool, got {type(value).__name__}")
-    return bool(value)
 
 
 def _at_least(layer, x, k: int) -> int:
@@ -73,8 +67,8 @@ class LayerNorm(Module):
             raise ValueError("LayerNorm: normalized_shape must have at least one axis, got ()")
         self.normalized_shape = tuple(check_positive_int("LayerNorm", "normalized_shape", s) for s in shape)
         self.eps = _eps("LayerNorm", eps)
-        self.elementwise_affine = _bool("LayerNorm", "elementwise_affine", elementwise_affine)
-        self.use_bias = _bool("LayerNorm", "bias", bias)
+        self.elementwise_affine = check_bool("LayerNorm", "elementwise_affine", elementwise_affine)
+        self.use_bias = check_bool("LayerNorm", "bias", bias)
         if self.elementwise_affine:
             self.add_parameter("weight", self.normalized_shape)
             if self.use_bias:
@@ -161,7 +155,7 @@ class GroupNorm(Module):
             raise ValueError(f"GroupNorm: num_channels must be divisible by num_groups, got num_channels="
                              f"{self.num_channels}, num_groups={self.num_groups}")
         self.eps = _eps("GroupNorm", eps)
-        self.affine = _bool("GroupNorm", "affine", affine)
+        self.affine = check_bool("GroupNorm", "affine", affine)
         if self.affine:
             self.add_parameter("weight", (self.num_channels,))
             self.add_parameter("bias", (self.num_channels,))

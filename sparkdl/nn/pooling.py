@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from sparkdl.kernels import pool as K
-from sparkdl.nn._checks import check_input, check_pair, check_positive_int
+from sparkdl.nn._checks import check_bool, check_input, check_pair, check_positive_int
 from sparkdl.nn.conv1d import single
 from sparkdl.nn.module import Module
 
@@ -40,9 +40,7 @@ class _WindowPool2d(Module):
             if 2 * p > k:
                 raise ValueError(f"{name}: padding must be at most half of kernel_size, got padding="
                                  f"{self.padding}, kernel_size={self.kernel_size}")
-        if not isinstance(ceil_mode, (bool, np.bool_)):
-            raise TypeError(f"{name}: ceil_mode must be a bool, got {type(ceil_mode).__name__}")
-        self.ceil_mode = bool(ceil_mode)
+        self.ceil_mode = check_bool(name, "ceil_mode", ceil_mode)
 
     def output_size(self, h: int, w: int) -> tuple[int, int]:
         """``(H_out, W_out)`` for an input of spatial size ``(h, w)``."""
@@ -134,7 +132,8 @@ class AvgPool2d(_WindowPool2d):
     Raises
     ------
     TypeError, ValueError
-        Bad arguments; an input that is not 4-D, has the wrong dtype, or is smaller than a window.
+        Bad arguments (as :class:`MaxPool2d`, or a non-bool ``count_include_pad``); an input that is not 4-D,
+        has the wrong dtype, or is smaller than a window.
 
     Notes
     -----
@@ -143,9 +142,7 @@ class AvgPool2d(_WindowPool2d):
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
         super().__init__(kernel_size, stride, padding, ceil_mode)
-        if not isinstance(count_include_pad, (bool, np.bool_)):
-            raise TypeError(f"AvgPool2d: count_include_pad must be a bool, got {type(count_include_pad).__name__}")
-        self.count_include_pad = bool(count_include_pad)
+        self.count_include_pad = check_bool("AvgPool2d", "count_include_pad", count_include_pad)
 
     def forward(self, x, *, training=False, rng=None):
         planes, ho, wo = self._geometry(x)
@@ -177,7 +174,7 @@ class AdaptiveAvgPool2d(Module):
 
     Shapes
     ------
-    input (N, C, H, W) → output (N, C, H_out, W_out).
+    input (N, C, H, W) of any spatial size → output (N, C, H_out, W_out).
 
     Raises
     ------
@@ -226,9 +223,7 @@ class _WindowPool1d(Module):
         if 2 * self.padding[0] > self.kernel_size[0]:
             raise ValueError(f"{name}: padding must be at most half of kernel_size, got padding={self.padding[0]}, "
                              f"kernel_size={self.kernel_size[0]}")
-        if not isinstance(ceil_mode, (bool, np.bool_)):
-            raise TypeError(f"{name}: ceil_mode must be a bool, got {type(ceil_mode).__name__}")
-        self.ceil_mode = bool(ceil_mode)
+        self.ceil_mode = check_bool(name, "ceil_mode", ceil_mode)
 
     def output_size(self, length: int) -> int:
         """``L_out`` for an input of length ``length``."""
@@ -300,7 +295,7 @@ class AvgPool1d(_WindowPool1d):
     kernel_size, stride, padding, ceil_mode
         As in :class:`MaxPool1d` (padding cells hold zeros).
     count_include_pad : bool, default True
-        Divide by the window length including padding cells (True) or by the number of input cells.
+        Divide each window's sum by ``kernel_size`` (True) or by the number of input cells it covers.
 
     Shapes
     ------
@@ -309,7 +304,8 @@ class AvgPool1d(_WindowPool1d):
     Raises
     ------
     TypeError, ValueError
-        Bad arguments; an input that is not 3-D, has the wrong dtype, or is shorter than a window.
+        A ``count_include_pad`` that is not a bool, the errors of :class:`MaxPool1d`'s arguments; an input
+        that is not 3-D, has the wrong dtype, or is shorter than a window.
 
     Notes
     -----
@@ -318,9 +314,7 @@ class AvgPool1d(_WindowPool1d):
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
         super().__init__(kernel_size, stride, padding, ceil_mode)
-        if not isinstance(count_include_pad, (bool, np.bool_)):
-            raise TypeError(f"AvgPool1d: count_include_pad must be a bool, got {type(count_include_pad).__name__}")
-        self.count_include_pad = bool(count_include_pad)
+        self.count_include_pad = check_bool("AvgPool1d", "count_include_pad", count_include_pad)
 
     def forward(self, x, *, training=False, rng=None):
         planes, lo = self._geometry(x)

@@ -3,18 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from sparkdl.nn._checks import check_array
 from sparkdl.nn.module import Module
 
 __all__ = ["Flatten", "Reshape", "Identity"]
-
-
-def _check_array(layer, x):
-    name = type(layer).__name__
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name}: input must be a numpy.ndarray, got {type(x).__name__}")
-    if x.dtype != layer.dtype:
-        raise TypeError(f"{name}: input dtype must be {layer.dtype} (the layer's dtype), got {x.dtype}; "
-                        f"convert with x.astype(np.{layer.dtype})")
 
 
 def _int(name: str, arg: str, value) -> int:
@@ -55,7 +47,7 @@ class Flatten(Module):
         self.end_dim = _int("Flatten", "end_dim", end_dim)
 
     def forward(self, x, *, training=False, rng=None):
-        _check_array(self, x)
+        check_array(self, x)
         nd = max(x.ndim, 1)
         for arg, d in (("start_dim", self.start_dim), ("end_dim", self.end_dim)):
             if not -nd <= d < nd:
@@ -111,7 +103,7 @@ class Reshape(Module):
             raise ValueError(f"Reshape: shape entries must be positive, with at most one -1, got {self.shape}")
 
     def forward(self, x, *, training=False, rng=None):
-        _check_array(self, x)
+        check_array(self, x)
         if x.ndim < 1:
             raise ValueError(f"Reshape: expected an input with a batch axis (N, *), got shape {x.shape}")
         n, size = x.shape[0], int(np.prod(x.shape[1:]))
@@ -137,7 +129,7 @@ class Identity(Module):
     """
 
     def forward(self, x, *, training=False, rng=None):
-        _check_array(self, x)
+        check_array(self, x)
         return x, None
 
     def backward(self, cache, grad_y, grad_params):

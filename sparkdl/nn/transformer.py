@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 
 from sparkdl.kernels import activation as KA
-from sparkdl.nn._checks import check_input, check_positive_int
+from sparkdl.nn._checks import check_bool, check_input, check_positive_int
 from sparkdl.nn.attention import MultiheadAttention
 from sparkdl.nn.containers import Sequential
 from sparkdl.nn.dropout import Dropout
@@ -87,8 +87,7 @@ class TransformerEncoderLayer(Module):
         self.dim_feedforward = check_positive_int(name, "dim_feedforward", dim_feedforward)
         if activation not in _ACTIVATIONS:
             raise ValueError(f"{name}: activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
-        if not isinstance(norm_first, (bool, np.bool_)):
-            raise TypeError(f"{name}: norm_first must be a bool, got {type(norm_first).__name__}")
+        norm_first = check_bool(name, "norm_first", norm_first)
         if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) or not 0 <= dropout < 1:
             raise ValueError(f"{name}: dropout must be a number in [0, 1), got {dropout!r}")
         self.activation, self.norm_first = activation, bool(norm_first)

@@ -5,7 +5,19 @@ from __future__ import annotations
 import math
 import numbers
 
-__all__ = ["check_real", "check_int", "check_choice"]
+__all__ = ["check_real", "check_int", "check_choice", "HYPER_RANGES", "check_hyper"]
+
+_NON_NEGATIVE = {"low": 0.0}
+_POSITIVE = {"low": 0.0, "low_open": True}
+
+#: How every optimizer hyper-parameter is checked, by argument name: ``check_real`` bounds, ``bool`` (coerced
+#: with ``bool()``) or ``"betas"`` (a pair of reals, each in ``[0, 1)``). One table for all optimizers.
+HYPER_RANGES: dict = {
+    "lr": _NON_NEGATIVE, "weight_decay": _NON_NEGATIVE, "eps": _NON_NEGATIVE, "momentum": _NON_NEGATIVE,
+    "dampening": {}, "alpha": _NON_NEGATIVE, "rho": {"low": 0.0, "high": 1.0}, "lr_decay": _NON_NEGATIVE,
+    "initial_accumulator_value": _NON_NEGATIVE, "trust_coefficient": _POSITIVE, "clip_value": _POSITIVE,
+    "clip_norm": _POSITIVE, "betas": "betas", "nesterov": bool, "amsgrad": bool, "centered": bool,
+}
 
 
 def check_real(owner: str, arg: str, value, low: float | None = None, high: float | None = None, *,
@@ -50,3 +62,24 @@ def check_choice(owner: str, arg: str, value, choices) -> str:
     if value not in choices:
         raise ValueError(f"{owner}: {arg} must be one of {sorted(choices)}, got {value!r}")
     return value
+
+
+def check_hyper(owner: str, arg: str, value):
+    """``value`` checked and converted as :data:`HYPER_RANGES` says for ``arg``: a float, a bool, or for
+    ``betas`` a tuple of two floats.
+
+    Raises
+    ------
+    TypeError
+        If a real number is expected and ``value`` is none (or ``betas`` is not a pair).
+    ValueError
+        If ``value`` is NaN or out of its range (``betas[0]``/``betas[1]`` named separately).
+    """
+    spec = HYPER_RANGES[arg]
+    if spec is bool:
+        return bool(value)
+    if spec == "betas":
+        if not isinstance(value, (tuple, list)) or len(value) != 2:
+            raise TypeError(f"{owner}: betas must be a pair (beta1, beta2), got {value!r}")
+        return tuple(check_real(owner, f"betas[{i}]", b, 0.0, 1.0, high_open=True) for i, b in enumerate(value))
+    return check_real(owner, arg, value, **spec)

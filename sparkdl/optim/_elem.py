@@ -9,7 +9,7 @@ import types
 
 from sparkdl.config import njit, njit_parallel
 
-__all__ = ["prep_grad", "lerp", "ElementwiseKernel", "PARALLEL_MIN_SIZE"]
+__all__ = ["prep_grad", "l2_grad", "sq_avg", "lerp", "ElementwiseKernel", "PARALLEL_MIN_SIZE"]
 
 #: Shards smaller than this run the serial compilation of a kernel: a parallel launch costs more than
 #: the work (about 10 us per launch vs about 1 ns per element).
@@ -46,6 +46,21 @@ def prep_grad(g, gscale, gclip):
     elif g < -gclip:
         g = -gclip
     return g * gscale
+
+
+@njit(inline="always")
+def l2_grad(g, p, wd, gscale, gclip):
+    """:func:`prep_grad` of ``g``, plus the L2 weight-decay term ``wd * p`` where ``wd != 0``."""
+    d = prep_grad(g, gscale, gclip)
+    if wd != 0:
+        d = d + wd * p
+    return d
+
+
+@njit(inline="always")
+def sq_avg(v, d, beta, one_minus_beta):
+    """Running average of squares, ``v * beta + one_minus_beta * d * d`` (in this order of operations)."""
+    return v * beta + one_minus_beta * d * d
 
 
 @njit(inline="always")

@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from sparkdl.optim._checks import check_real
-from sparkdl.optim._elem import ElementwiseKernel, prep_grad
+from sparkdl.optim._elem import ElementwiseKernel, l2_grad, sq_avg
 from sparkdl.optim.base import Optimizer
 
 __all__ = ["Adadelta"]
@@ -14,18 +13,15 @@ __all__ = ["Adadelta"]
 @ElementwiseKernel
 def _adadelta_kernel(p, g, sq, acc, seg_lo, seg_hi, seg_neg_lr, seg_wd, rho, one_minus_rho, eps, gscale, gclip):
     for s in range(seg_lo.size):
-        neg_lr = seg_neg_lr[s]
-        wd = seg_wd[s]
+        neg_lr, wd = seg_neg_lr[s], seg_wd[s]
         for i in prange(seg_lo[s], seg_hi[s]):
-            d = prep_grad(g[i], gscale, gclip)
             pi = p[i]
-            if wd != 0:
-                d = d + wd * pi
-            v = sq[i] * rho + one_minus_rho * d * d
+            d = l2_grad(g[i], pi, wd, gscale, gclip)
+            v = sq_avg(sq[i], d, rho, one_minus_rho)
             sq[i] = v
             a = acc[i]
             delta = np.sqrt(a + eps) / np.sqrt(v + eps) * d
-            acc[i] = a * rho + one_minus_rho * delta * delta
+            acc[i] = sq_avg(a, delta, rho, one_minus_rho)
             p[i] = pi + neg_lr * delta
 
 
@@ -47,18 +43,19 @@ class Adadelta(Optimizer):
     rho : float, default 0.9
         Running-average coefficient :math:`\rho \in [0, 1]`.
     eps : float, default 1e-6
-        :math:`\epsilon \ge 0`, for numerical stability.
+        :math:`\epsilon \ge 0`, added under both square roots (numerical stability).
     weight_decay : float, default 0
         L2 penalty :math:`\lambda \ge 0`.
     schedule, clip_value, clip_norm
         See :class:`~sparkdl.optim.Optimizer`.
 
-    State per shard: ``square_avg`` (:math:`v`), ``acc_delta`` (:math:`u`).
+    State per shard: ``square_avg`` (:math:`v`) and ``acc_delta`` (:math:`u`), both starting at zero.
 
     Raises
     ------
     TypeError, ValueError
-        On a non-number or out-of-range hyper-parameter.
+        On a non-number hyper-parameter, ``rho`` outside ``[0, 1]``, or a negative ``lr``, ``eps`` or
+        ``weight_decay``.
 
     References
     ----------
@@ -69,11 +66,7 @@ class Adadelta(Optimizer):
 
     def __init__(self, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6, weight_decay: float = 0.0, **common):
         super().__init__(lr, weight_decay, **common)
-        self.rho = check_real("Adadelta", "rho", rho, 0.0, 1.0)
-        self.eps = check_real("Adadelta", "eps", eps, 0.0)
-
-    def _hyper(self):
-        return {"lr": self.lr, "rho": self.rho, "eps": self.eps, "weight_decay": self.weight_decay}
+        self._set_hyper(rho=rho, eps=eps)
 
     def _apply(self, params, grads, state, step, seg, gscale, gclip):
         f = params.dtype

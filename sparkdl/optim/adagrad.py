@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from sparkdl.optim._checks import check_real
-from sparkdl.optim._elem import ElementwiseKernel, prep_grad
+from sparkdl.optim._elem import ElementwiseKernel, l2_grad
 from sparkdl.optim.base import Optimizer
 
 __all__ = ["Adagrad"]
@@ -14,13 +13,10 @@ __all__ = ["Adagrad"]
 @ElementwiseKernel
 def _adagrad_kernel(p, g, acc, seg_lo, seg_hi, seg_neg_clr, seg_wd, eps, gscale, gclip):
     for s in range(seg_lo.size):
-        neg_clr = seg_neg_clr[s]
-        wd = seg_wd[s]
+        neg_clr, wd = seg_neg_clr[s], seg_wd[s]
         for i in prange(seg_lo[s], seg_hi[s]):
-            d = prep_grad(g[i], gscale, gclip)
             pi = p[i]
-            if wd != 0:
-                d = d + wd * pi
+            d = l2_grad(g[i], pi, wd, gscale, gclip)
             a = acc[i] + d * d
             acc[i] = a
             p[i] = pi + neg_clr * d / (np.sqrt(a) + eps)
@@ -47,7 +43,7 @@ class Adagrad(Optimizer):
     initial_accumulator_value : float, default 0
         Initial value :math:`s_0 \ge 0` of the accumulator.
     eps : float, default 1e-10
-        :math:`\epsilon \ge 0`.
+        :math:`\epsilon \ge 0`, added to :math:`\sqrt{s_t}`.
     schedule, clip_value, clip_norm
         See :class:`~sparkdl.optim.Optimizer`.
 
@@ -57,7 +53,8 @@ class Adagrad(Optimizer):
     Raises
     ------
     TypeError, ValueError
-        On a non-number or out-of-range hyper-parameter.
+        On a non-number or negative hyper-parameter (``lr``, ``lr_decay``, ``weight_decay``,
+        ``initial_accumulator_value``, ``eps``).
 
     References
     ----------
@@ -70,17 +67,10 @@ class Adagrad(Optimizer):
     def __init__(self, lr: float = 1e-2, lr_decay: float = 0.0, weight_decay: float = 0.0,
                  initial_accumulator_value: float = 0.0, eps: float = 1e-10, **common):
         super().__init__(lr, weight_decay, **common)
-        self.lr_decay = check_real("Adagrad", "lr_decay", lr_decay, 0.0)
-        self.initial_accumulator_value = check_real("Adagrad", "initial_accumulator_value",
-                                                    initial_accumulator_value, 0.0)
-        self.eps = check_real("Adagrad", "eps", eps, 0.0)
+        self._set_hyper(lr_decay=lr_decay, initial_accumulator_value=initial_accumulator_value, eps=eps)
 
     def _init_value(self, name):
         return self.initial_accumulator_value
-
-    def _hyper(self):
-        return {"lr": self.lr, "lr_decay": self.lr_decay, "weight_decay": self.weight_decay,
-                "initial_accumulator_value": self.initial_accumulator_value, "eps": self.eps}
 
     def _apply(self, params, grads, state, step, seg, gscale, gclip):
         f = params.dtype

@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from sparkdl.optim._checks import check_real
-from sparkdl.optim._elem import ElementwiseKernel, lerp, prep_grad
+from sparkdl.optim._elem import ElementwiseKernel, lerp, prep_grad, sq_avg
 from sparkdl.optim.base import Optimizer
 
 __all__ = ["Adam", "AdamW"]
@@ -26,7 +25,7 @@ def _adam_kernel(p, g, m, v, vmax, seg_lo, seg_hi, seg_neg_step, seg_wd, seg_dec
             elif wd != 0:
                 d = d + wd * pi
             mi = lerp(m[i], d, w1, one_minus_w1)
-            vi = v[i] * beta2 + one_minus_beta2 * d * d
+            vi = sq_avg(v[i], d, beta2, one_minus_beta2)
             m[i] = mi
             v[i] = vi
             if amsgrad:
@@ -55,7 +54,7 @@ class Adam(Optimizer):
     lr : float, default 1e-3
         Learning rate :math:`\gamma \ge 0`.
     betas : (float, float), default (0.9, 0.999)
-        :math:`(\beta_1, \beta_2)`, each in ``[0, 1)``.
+        :math:`(\beta_1, \beta_2)`, each in ``[0, 1)``: decay rates of the two moment averages.
     eps : float, default 1e-8
         :math:`\epsilon \ge 0`, added to the denominator.
     weight_decay : float, default 0
@@ -70,7 +69,8 @@ class Adam(Optimizer):
     Raises
     ------
     TypeError, ValueError
-        On a non-number or out-of-range hyper-parameter.
+        On a non-number hyper-parameter, a beta outside ``[0, 1)``, ``betas`` not a pair, or a negative
+        ``lr``, ``eps`` or ``weight_decay``.
 
     References
     ----------
@@ -82,22 +82,12 @@ class Adam(Optimizer):
 
     def __init__(self, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
                  amsgrad: bool = False, **common):
-        name = type(self).__name__
         super().__init__(lr, weight_decay, **common)
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise TypeError(f"{name}: betas must be a pair (beta1, beta2), got {betas!r}")
-        self.betas = (check_real(name, "betas[0]", betas[0], 0.0, 1.0, high_open=True),
-                      check_real(name, "betas[1]", betas[1], 0.0, 1.0, high_open=True))
-        self.eps = check_real(name, "eps", eps, 0.0)
-        self.amsgrad = bool(amsgrad)
+        self._set_hyper(betas=betas, eps=eps, amsgrad=amsgrad)
 
     @property
     def state_names(self):
         return ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if self.amsgrad else ())
-
-    def _hyper(self):
-        return {"lr": self.lr, "betas": list(self.betas), "eps": self.eps, "weight_decay": self.weight_decay,
-                "amsgrad": self.amsgrad}
 
     def _apply(self, params, grads, state, step, seg, gscale, gclip):
         dt, f = params.dtype.type, params.dtype

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from numba import prange
 
-from sparkdl.optim._checks import check_real
-from sparkdl.optim._elem import ElementwiseKernel, lerp, prep_grad
+from sparkdl.optim._elem import ElementwiseKernel, l2_grad, lerp
 from sparkdl.optim.base import Optimizer
 
 __all__ = ["Adamax"]
@@ -13,13 +12,10 @@ __all__ = ["Adamax"]
 @ElementwiseKernel
 def _adamax_kernel(p, g, m, u, seg_lo, seg_hi, seg_neg_clr, seg_wd, w1, one_minus_w1, beta2, eps, gscale, gclip):
     for s in range(seg_lo.size):
-        neg_clr = seg_neg_clr[s]
-        wd = seg_wd[s]
+        neg_clr, wd = seg_neg_clr[s], seg_wd[s]
         for i in prange(seg_lo[s], seg_hi[s]):
-            d = prep_grad(g[i], gscale, gclip)
             pi = p[i]
-            if wd != 0:
-                d = d + wd * pi
+            d = l2_grad(g[i], pi, wd, gscale, gclip)
             mi = lerp(m[i], d, w1, one_minus_w1)
             m[i] = mi
             ui = max(u[i] * beta2, abs(d) + eps)
@@ -42,9 +38,9 @@ class Adamax(Optimizer):
     lr : float, default 2e-3
         Learning rate :math:`\gamma \ge 0`.
     betas : (float, float), default (0.9, 0.999)
-        :math:`(\beta_1, \beta_2)`, each in ``[0, 1)``.
+        :math:`(\beta_1, \beta_2)`, each in ``[0, 1)``: decay rates of :math:`m` and of the infinity norm.
     eps : float, default 1e-8
-        :math:`\epsilon \ge 0`.
+        :math:`\epsilon \ge 0`, added to :math:`|g_t|` (the least :math:`u_t`).
     weight_decay : float, default 0
         L2 penalty :math:`\lambda \ge 0`.
     schedule, clip_value, clip_norm
@@ -55,7 +51,8 @@ class Adamax(Optimizer):
     Raises
     ------
     TypeError, ValueError
-        On a non-number or out-of-range hyper-parameter.
+        On a non-number hyper-parameter, ``betas`` not a pair of numbers in ``[0, 1)``, or a negative ``lr``,
+        ``eps`` or ``weight_decay``.
 
     References
     ----------
@@ -68,14 +65,7 @@ class Adamax(Optimizer):
     def __init__(self, lr: float = 2e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
                  **common):
         super().__init__(lr, weight_decay, **common)
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise TypeError(f"Adamax: betas must be a pair (beta1, beta2), got {betas!r}")
-        self.betas = (check_real("Adamax", "betas[0]", betas[0], 0.0, 1.0, high_open=True),
-                      check_real("Adamax", "betas[1]", betas[1], 0.0, 1.0, high_open=True))
-        self.eps = check_real("Adamax", "eps", eps, 0.0)
-
-    def _hyper(self):
-        return {"lr": self.lr, "betas": list(self.betas), "eps": self.eps, "weight_decay": self.weight_decay}
+        self._set_hyper(betas=betas, eps=eps)
 
     def _apply(self, params, grads, state, step, seg, gscale, gclip):
         f = params.dtype

@@ -14,16 +14,22 @@ the same property. The base class owns what is common: hyper-parameter checks,
 parameter groups (per-tensor ``lr``/``weight_decay`` overrides and freezing, see
 :mod:`sparkdl.optim.groups`), gradient clipping and the optional schedule; a subclass writes only its
 state names and its kernel call (:meth:`Optimizer._apply`).
+
+Hyper-parameters: a subclass passes its constructor arguments to :meth:`Optimizer._set_hyper`, which checks
+each one as the table :data:`sparkdl.optim._checks.HYPER_RANGES` says and stores it under its own name;
+:meth:`Optimizer.get_config` reads them back by the constructor's signature, so every named constructor
+argument must be stored under that name.
 """
 from __future__ import annotations
 
+import inspect
 import math
 from typing import NamedTuple
 
 import numpy as np
 
 from sparkdl.nn.layout import Layout
-from sparkdl.optim._checks import check_int, check_real
+from sparkdl.optim._checks import check_hyper, check_int
 from sparkdl.optim.clip import clip_coef, partial_sq_norm
 from sparkdl.optim.groups import ParamGroup, resolve_param_groups
 from sparkdl.optim.schedules import Schedule, schedule_config, schedule_from_config
@@ -85,22 +91,26 @@ class Optimizer:
     def __init__(self, lr: float, weight_decay: float = 0.0, *, schedule: Schedule | None = None,
                  clip_value: float | None = None, clip_norm: float | None = None):
         name = type(self).__name__
-        self.lr = check_real(name, "lr", lr, 0.0)
-        self.weight_decay = check_real(name, "weight_decay", weight_decay, 0.0)
+        self._set_hyper(lr=lr, weight_decay=weight_decay)
         if schedule is not None and not isinstance(schedule, Schedule):
             raise TypeError(f"{name}: schedule must be a sparkdl.optim.schedules.Schedule or None, "
                             f"got {type(schedule).__name__}")
         self.schedule = schedule
-        self.clip_value = None if clip_value is None else check_real(name, "clip_value", clip_value, 0.0,
-                                                                     low_open=True)
-        self.clip_norm = None if clip_norm is None else check_real(name, "clip_norm", clip_norm, 0.0,
-                                                                   low_open=True)
+        self.clip_value = None if clip_value is None else check_hyper(name, "clip_value", clip_value)
+        self.clip_norm = None if clip_norm is None else check_hyper(name, "clip_norm", clip_norm)
         if self.clip_value is not None and self.clip_norm is not None:
             raise ValueError(f"{name}: set at most one of clip_value and clip_norm, got clip_value={clip_value} "
                              f"and clip_norm={clip_norm}")
         self.layout: Layout | None = None
         self._set_groups([ParamGroup(names=())],
                          (np.zeros(1, np.int64), np.full(1, np.iinfo(np.int64).max, np.int64), np.zeros(1, np.int64)))
+
+    def _set_hyper(self, **values) -> None:
+        """Check every hyper-parameter as :data:`~sparkdl.optim._checks.HYPER_RANGES` says (in the order
+        given) and store it as the attribute of the same name."""
+        name = type(self).__name__
+        for arg, value in values.items():
+            setattr(self, arg, check_hyper(name, arg, value))
 
     # ------------------------------------------------------------------ groups
     def configure(self, layout: Layout, param_groups: list[dict] | None = None) -> "Optimizer":
@@ -224,7 +234,7 @@ class Optimizer:
         name = type(self).__name__
         n = self._check_update_args(params, grads, state)
         lo, hi = self._check_bounds(lo, lo + n)
-        current = self.lr if lr is None else check_real(name, "lr", lr, 0.0)
+        current = self.lr if lr is None else check_hyper(name, "lr", lr)
         gscale = 1.0
         if self.clip_norm is not None:
             if grad_sq_norm is None:
@@ -274,8 +284,11 @@ class Optimizer:
         return self.schedule.lr(self.lr, iteration=iteration, epoch=epoch, metric=metric)
 
     def _hyper(self) -> dict:
-        """Subclass constructor hyper-parameters (JSON data)."""
-        return {"lr": self.lr, "weight_decay": self.weight_decay}
+        """The constructor's named arguments, in signature order, as JSON data (the attributes of the same
+        names; tuples as lists). ``schedule``, ``clip_value`` and ``clip_norm`` are keyword-only: not here."""
+        names = [p.name for p in inspect.signature(type(self).__init__).parameters.values()
+                 if p.kind is p.POSITIONAL_OR_KEYWORD][1:]  # without self
+        return {n: list(v) if isinstance(v := getattr(self, n), tuple) else v for n in names}
 
     def get_config(self) -> dict:
         """Constructor keyword arguments as JSON data (the schedule as ``{"class", "config"}``)."""

@@ -5,8 +5,7 @@ import numpy as np
 from numba import prange
 
 from sparkdl.config import njit
-from sparkdl.optim._checks import check_real
-from sparkdl.optim._elem import ElementwiseKernel, lerp, prep_grad
+from sparkdl.optim._elem import ElementwiseKernel, lerp, prep_grad, sq_avg
 from sparkdl.optim.trust import TrustRatioOptimizer
 
 __all__ = ["LAMB"]
@@ -15,7 +14,7 @@ __all__ = ["LAMB"]
 @njit(inline="always")
 def _moments(g, m, v, gscale, gclip, w1, one_minus_w1, beta2, one_minus_beta2):
     d = prep_grad(g, gscale, gclip)
-    return lerp(m, d, w1, one_minus_w1), v * beta2 + one_minus_beta2 * d * d
+    return lerp(m, d, w1, one_minus_w1), sq_avg(v, d, beta2, one_minus_beta2)
 
 
 @njit(inline="always")
@@ -68,11 +67,11 @@ class LAMB(TrustRatioOptimizer):
     Parameters
     ----------
     lr : float, default 1e-3
-        Learning rate :math:`\gamma \ge 0`.
+        Learning rate :math:`\gamma \ge 0` (scaled per tensor by the trust ratio).
     betas : (float, float), default (0.9, 0.999)
         :math:`(\beta_1, \beta_2)`, each in ``[0, 1)``.
     eps : float, default 1e-6
-        :math:`\epsilon \ge 0`.
+        :math:`\epsilon \ge 0`, added to the denominator of :math:`u_t`.
     weight_decay : float, default 0.01
         Decoupled weight decay :math:`\lambda \ge 0`.
     always_adapt : bool, default False
@@ -87,7 +86,8 @@ class LAMB(TrustRatioOptimizer):
     Raises
     ------
     TypeError, ValueError
-        On a non-number or out-of-range hyper-parameter.
+        On a non-number hyper-parameter, a beta outside ``[0, 1)``, a negative ``lr``, ``eps`` or
+        ``weight_decay``, or an ``always_adapt`` that is not a bool.
 
     References
     ----------
@@ -99,13 +99,8 @@ class LAMB(TrustRatioOptimizer):
 
     def __init__(self, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-6, weight_decay: float = 0.01,
                  always_adapt: bool = False, **common):
-        name = type(self).__name__
         super().__init__(lr, weight_decay, always_adapt, **common)
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise TypeError(f"{name}: betas must be a pair (beta1, beta2), got {betas!r}")
-        self.betas = (check_real(name, "betas[0]", betas[0], 0.0, 1.0, high_open=True),
-                      check_real(name, "betas[1]", betas[1], 0.0, 1.0, high_open=True))
-        self.eps = check_real(name, "eps", eps, 0.0)
+        self._set_hyper(betas=betas, eps=eps)
 
     def _scalars(self, step, dt):
         beta1, beta2 = self.betas
@@ -126,7 +121,3 @@ class LAMB(TrustRatioOptimizer):
         lo, hi, lr, wd, _ = pieces
         _lamb_kernel(params.size, params, grads, state["exp_avg"], state["exp_avg_sq"], lo, hi,
                      (-(lr * ratios)).astype(f), wd.astype(f), *self._scalars(step, f.type), gscale, gclip)
-
-    def _hyper(self):
-        return {"lr": self.lr, "betas": list(self.betas), "eps": self.eps, "weight_decay": self.weight_decay,
-                "always_adapt": self.always_adapt}

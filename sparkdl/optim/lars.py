@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from sparkdl.optim._checks import check_real
-from sparkdl.optim._elem import ElementwiseKernel, prep_grad
+from sparkdl.optim._elem import ElementwiseKernel, l2_grad, prep_grad
 from sparkdl.optim.trust import TrustRatioOptimizer
 
 __all__ = ["LARS"]
@@ -28,10 +27,7 @@ def _lars_kernel(p, g, buf, seg_lo, seg_hi, seg_neg_lr, seg_wd, seg_ratio, momen
         ratio = seg_ratio[s]
         for i in prange(seg_lo[s], seg_hi[s]):
             pi = p[i]
-            d = prep_grad(g[i], gscale, gclip)
-            if wd != 0:
-                d = d + wd * pi
-            d = d * ratio
+            d = l2_grad(g[i], pi, wd, gscale, gclip) * ratio
             if momentum != 0:
                 b = d if first else buf[i] * momentum + one_minus_dampening * d
                 buf[i] = b
@@ -84,7 +80,8 @@ class LARS(TrustRatioOptimizer):
     Raises
     ------
     TypeError, ValueError
-        On a non-number or out-of-range hyper-parameter.
+        On a non-number hyper-parameter, a negative ``lr``, ``momentum``, ``weight_decay`` or ``eps``,
+        ``trust_coefficient <= 0``, Nesterov without momentum or with dampening, or a non-bool ``always_adapt``.
 
     References
     ----------
@@ -95,16 +92,12 @@ class LARS(TrustRatioOptimizer):
     def __init__(self, lr: float = 1.0, momentum: float = 0.0, dampening: float = 0.0, weight_decay: float = 0.0,
                  nesterov: bool = False, trust_coefficient: float = 0.001, eps: float = 1e-8,
                  always_adapt: bool = False, **common):
-        name = type(self).__name__
         super().__init__(lr, weight_decay, always_adapt, **common)
-        self.momentum = check_real(name, "momentum", momentum, 0.0)
-        self.dampening = check_real(name, "dampening", dampening)
-        self.nesterov = bool(nesterov)
+        self._set_hyper(momentum=momentum, dampening=dampening, nesterov=nesterov)
         if self.nesterov and (self.momentum <= 0 or self.dampening != 0):
-            raise ValueError(f"{name}: nesterov needs momentum > 0 and dampening == 0, got momentum={momentum}, "
-                             f"dampening={dampening}")
-        self.trust_coefficient = check_real(name, "trust_coefficient", trust_coefficient, 0.0, low_open=True)
-        self.eps = check_real(name, "eps", eps, 0.0)
+            raise ValueError(f"{type(self).__name__}: nesterov needs momentum > 0 and dampening == 0, got "
+                             f"momentum={momentum}, dampening={dampening}")
+        self._set_hyper(trust_coefficient=trust_coefficient, eps=eps)
 
     @property
     def state_names(self):
@@ -126,8 +119,3 @@ class LARS(TrustRatioOptimizer):
         lo, hi, lr, wd, _ = pieces
         _lars_kernel(params.size, params, grads, buf, lo, hi, (-lr).astype(f), wd.astype(f), ratios.astype(f),
                      f.type(self.momentum), f.type(1 - self.dampening), self.nesterov, step == 1, gscale, gclip)
-
-    def _hyper(self):
-        return {"lr": self.lr, "momentum": self.momentum, "dampening": self.dampening,
-                "weight_decay": self.weight_decay, "nesterov": self.nesterov,
-                "trust_coefficient": self.trust_coefficient, "eps": self.eps, "always_adapt": self.always_adapt}

@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from sparkdl.optim._checks import check_real
-from sparkdl.optim._elem import ElementwiseKernel, lerp, prep_grad
+from sparkdl.optim._elem import ElementwiseKernel, l2_grad, lerp, sq_avg
 from sparkdl.optim.base import Optimizer
 
 __all__ = ["RMSprop"]
@@ -15,14 +14,11 @@ __all__ = ["RMSprop"]
 def _rmsprop_kernel(p, g, sq, gavg, buf, seg_lo, seg_hi, seg_neg_lr, seg_wd, alpha, one_minus_alpha, w_lerp,
                     eps, momentum, centered, gscale, gclip):
     for s in range(seg_lo.size):
-        neg_lr = seg_neg_lr[s]
-        wd = seg_wd[s]
+        neg_lr, wd = seg_neg_lr[s], seg_wd[s]
         for i in prange(seg_lo[s], seg_hi[s]):
-            d = prep_grad(g[i], gscale, gclip)
             pi = p[i]
-            if wd != 0:
-                d = d + wd * pi
-            v = sq[i] * alpha + one_minus_alpha * d * d
+            d = l2_grad(g[i], pi, wd, gscale, gclip)
+            v = sq_avg(sq[i], d, alpha, one_minus_alpha)
             sq[i] = v
             if centered:
                 ga = lerp(gavg[i], d, one_minus_alpha, w_lerp)
@@ -57,7 +53,7 @@ class RMSprop(Optimizer):
     alpha : float, default 0.99
         Smoothing constant :math:`\alpha \ge 0`.
     eps : float, default 1e-8
-        :math:`\epsilon \ge 0`.
+        :math:`\epsilon \ge 0`, added to the square root in :math:`\sigma_t`.
     weight_decay : float, default 0
         L2 penalty :math:`\lambda \ge 0`.
     momentum : float, default 0
@@ -72,7 +68,8 @@ class RMSprop(Optimizer):
     Raises
     ------
     TypeError, ValueError
-        On a non-number or out-of-range hyper-parameter.
+        On a non-number or negative hyper-parameter (``lr``, ``alpha``, ``eps``, ``weight_decay``,
+        ``momentum``).
 
     References
     ----------
@@ -83,19 +80,12 @@ class RMSprop(Optimizer):
     def __init__(self, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0.0,
                  momentum: float = 0.0, centered: bool = False, **common):
         super().__init__(lr, weight_decay, **common)
-        self.alpha = check_real("RMSprop", "alpha", alpha, 0.0)
-        self.eps = check_real("RMSprop", "eps", eps, 0.0)
-        self.momentum = check_real("RMSprop", "momentum", momentum, 0.0)
-        self.centered = bool(centered)
+        self._set_hyper(alpha=alpha, eps=eps, momentum=momentum, centered=centered)
 
     @property
     def state_names(self):
         return (("square_avg",) + (("grad_avg",) if self.centered else ())
                 + (("momentum_buffer",) if self.momentum > 0 else ()))
-
-    def _hyper(self):
-        return {"lr": self.lr, "alpha": self.alpha, "eps": self.eps, "weight_decay": self.weight_decay,
-                "momentum": self.momentum, "centered": self.centered}
 
     def _apply(self, params, grads, state, step, seg, gscale, gclip):
         f = params.dtype

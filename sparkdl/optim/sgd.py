@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from sparkdl.optim._checks import check_real
-from sparkdl.optim._elem import ElementwiseKernel, prep_grad
+from sparkdl.optim._elem import ElementwiseKernel, l2_grad
 from sparkdl.optim.base import Optimizer
 
 __all__ = ["SGD"]
@@ -15,13 +14,10 @@ __all__ = ["SGD"]
 def _sgd_kernel(p, g, buf, seg_lo, seg_hi, seg_neg_lr, seg_wd, momentum, one_minus_dampening, nesterov, first,
                 gscale, gclip):
     for s in range(seg_lo.size):
-        neg_lr = seg_neg_lr[s]
-        wd = seg_wd[s]
+        neg_lr, wd = seg_neg_lr[s], seg_wd[s]
         for i in prange(seg_lo[s], seg_hi[s]):
-            d = prep_grad(g[i], gscale, gclip)
             pi = p[i]
-            if wd != 0:
-                d = d + wd * pi
+            d = l2_grad(g[i], pi, wd, gscale, gclip)
             if momentum != 0:
                 if first:
                     b = d
@@ -77,9 +73,7 @@ class SGD(Optimizer):
     def __init__(self, lr: float = 0.01, momentum: float = 0.0, dampening: float = 0.0, nesterov: bool = False,
                  weight_decay: float = 0.0, **common):
         super().__init__(lr, weight_decay, **common)
-        self.momentum = check_real("SGD", "momentum", momentum, 0.0)
-        self.dampening = check_real("SGD", "dampening", dampening)
-        self.nesterov = bool(nesterov)
+        self._set_hyper(momentum=momentum, dampening=dampening, nesterov=nesterov)
         if self.nesterov and (self.momentum <= 0 or self.dampening != 0):
             raise ValueError(f"SGD: nesterov=True requires momentum > 0 and dampening == 0, got "
                              f"momentum={momentum}, dampening={dampening}")
@@ -87,10 +81,6 @@ class SGD(Optimizer):
     @property
     def state_names(self):
         return ("momentum_buffer",) if self.momentum != 0 else ()
-
-    def _hyper(self):
-        return {"lr": self.lr, "momentum": self.momentum, "dampening": self.dampening, "nesterov": self.nesterov,
-                "weight_decay": self.weight_decay}
 
     def _apply(self, params, grads, state, step, seg, gscale, gclip):
         dt = params.dtype.type

@@ -230,6 +230,3 @@ class TrustRatioOptimizer(Optimizer):
 
     def _apply_pieces(self, params, grads, state, step, pieces, ratios, gscale, gclip) -> None:
         raise NotImplementedError
-
-    def _hyper(self):
-        return {**super()._hyper(), "always_adapt": self.always_adapt}
