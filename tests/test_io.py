@@ -8,7 +8,7 @@ import pytest
 from sparkdl import nn
 from sparkdl.io import ModelFormatError, build_model, get_architecture, load_model, load_weights, save_model
 from sparkdl.io import _format, model_io
-from sparkdl.nn.module import MODULE_REGISTRY, Module
+from sparkdl.nn.module import Module
 
 
 class IoTestScaleShift(Module):
@@ -46,10 +46,8 @@ def mlp(seed=0):
 
 
 def fancy(seed=0):
-    """Containers, a buffer, and whatever normalization layers already exist."""
-    body = [nn.Linear(8, 8), IoTestScaleShift(8)]
-    if "BatchNorm1d" in MODULE_REGISTRY:
-        body.append(MODULE_REGISTRY["BatchNorm1d"](8))
+    """Containers, buffers (a test layer's and BatchNorm's)."""
+    body = [nn.Linear(8, 8), IoTestScaleShift(8), nn.BatchNorm1d(8)]
     m = nn.Sequential(nn.Linear(5, 8), nn.Residual(nn.Sequential(*body)),
                       nn.Concat(nn.Linear(8, 2), nn.Sequential(nn.ReLU(), nn.Linear(8, 3))), nn.ReLU())
     m.initialize(seed)
@@ -85,10 +83,7 @@ def test_roundtrip_identical_predictions(tmp_path, make, x):
 
 
 def test_roundtrip_cnn(tmp_path):
-    names = ("Conv2d", "MaxPool2d", "AdaptiveAvgPool2d", "BatchNorm2d", "Flatten")
-    if not all(n in MODULE_REGISTRY for n in names):
-        pytest.skip("convolution/pooling/normalization layers not available")
-    conv, pool, gap, bn, flat = (MODULE_REGISTRY[n] for n in names)
+    conv, pool, gap, bn, flat = nn.Conv2d, nn.MaxPool2d, nn.AdaptiveAvgPool2d, nn.BatchNorm2d, nn.Flatten
     m = nn.Sequential(conv(2, 4, 3, padding=1), bn(4), nn.ReLU(), pool(2),
                       nn.Residual(nn.Sequential(conv(4, 4, (3, 1), padding=(1, 0)), bn(4))),
                       conv(4, 3, 3, stride=2, bias=False), gap(1), flat())
