@@ -290,3 +290,12 @@ def test_weights_and_states_come_through_owner_only_files_the_jvm_creates(data, 
     assert {d for d, _, _ in seen} == {os.path.realpath(tempfile.gettempdir())} or \
         {d for d, _, _ in seen} == {tempfile.gettempdir()}
     assert not [n for n in os.listdir(tempfile.gettempdir()) if n in {name for _, _, name in seen}]
+
+
+def test_the_bridge_takes_no_file_path_from_python(spark):
+    """No public method of TrainingLoop writes to a path Python chooses (writeTo(what, path) did)."""
+    jvm = spark.sparkContext._jvm
+    cls = jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass("org.sparkdl.bridge.TrainingLoop")
+    methods = {m.getName(): [t.getSimpleName() for t in m.getParameterTypes()] for m in cls.getMethods()}
+    assert "writeTemp" in methods and methods["writeTemp"] == ["String"]
+    assert "writeTo" not in methods

@@ -32,11 +32,15 @@ def test_builtin_and_loaded_types_are_rebuilt():
     assert type(err) is task_errors.TrainingDivergedError
 
 
-def test_a_module_named_by_a_report_is_never_imported():
+def test_a_module_named_by_a_report_is_never_imported(tmp_path, monkeypatch):
+    """An importable module with a side effect, named by a forged report: the driver must not run it."""
     name = "sparkdl_test_module_that_must_not_be_imported"
+    marker = tmp_path / "imported"
+    (tmp_path / f"{name}.py").write_text(f"open({str(marker)!r}, 'w').close()\nclass Boom(Exception):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
     assert name not in sys.modules
     err = original_error(_forged(name, "Boom"))
-    assert name not in sys.modules
+    assert not marker.exists() and name not in sys.modules
     assert type(err) is RuntimeError
     assert str(err).startswith(f"{name}.Boom: boom (raised in a training task on data partition 1")
 
