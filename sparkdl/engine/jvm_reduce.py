@@ -31,7 +31,7 @@ import numpy as np
 from sparkdl import jvm
 from sparkdl.engine import local_cache
 from sparkdl.engine.tasks import MISS, FitContext, partition_gradient
-from sparkdl.engine.worker import freeze_worker_heap
+from sparkdl.engine.worker import freeze_worker_heap, task_scope
 from sparkdl.optim import SGD, Adam, AdamW
 
 __all__ = ["JvmAllReduce", "DRIVER_REDUCE", "supports", "encode_program", "pack_states", "unpack_states", "gradient_records"]
@@ -164,26 +164,27 @@ def gradient_records(fit_broadcast, data_deserializer, split: int, frames):
     bounds = fit.bounds
     if items is not None and fit.data_key is not None and fit.offsets[split + 1] > fit.offsets[split]:
         local_cache.store(fit.data_key, split, *items[0])  # even without rows in this batch: no miss later
-    for p in (int(q) for q in partitions):
-        def source(p=p):
-            if items is not None:
-                return items[0]
-            return local_cache.load(fit.data_key, p) if fit.data_key is not None else None
-        out = partition_gradient(fit, ctx, p, source, split_weights)
-        if out is None:
-            continue
-        if out is MISS:
+    with task_scope(fit.threads):  # once per task, not per partition
+        for p in (int(q) for q in partitions):
+            def source(p=p):
+                if items is not None:
+                    return items[0]
+                return local_cache.load(fit.data_key, p) if fit.data_key is not None else None
+            out = partition_gradient(fit, ctx, p, source, split_weights)
+            if out is None:
+                continue
+            if out is MISS:
+                for k in range(len(bounds) - 1):
+                    yield _RECORD.pack(_MISS, k, p, 0, 0.0, 0.0, 0)
+                continue
+            grad, loss_sum, norm, (buffer_sum, count) = out
+            kind, dtype = (_GRAD16, "<f2") if fit.compress == "fp16" else (_GRAD, "<f4")
+            grad = grad.astype(dtype, copy=False)  # numpy's rounding, as the Python path's gradient_task
             for k in range(len(bounds) - 1):
-                yield _RECORD.pack(_MISS, k, p, 0, 0.0, 0.0, 0)
-            continue
-        grad, loss_sum, norm, (buffer_sum, count) = out
-        kind, dtype = (_GRAD16, "<f2") if fit.compress == "fp16" else (_GRAD, "<f4")
-        grad = grad.astype(dtype, copy=False)  # numpy's rounding, as the Python path's gradient_task
-        for k in range(len(bounds) - 1):
-            block = grad[bounds[k]:bounds[k + 1]]
-            yield _RECORD.pack(kind, k, p, 0, loss_sum if k == 0 else 0.0, norm, 0) + block.tobytes()
-        yield _RECORD.pack(_BUFFERS, 0, p, 0, 0.0, 0.0, count) + \
-            (b"" if buffer_sum is None else buffer_sum.astype("<f4").tobytes())
+                block = grad[bounds[k]:bounds[k + 1]]
+                yield _RECORD.pack(kind, k, p, 0, loss_sum if k == 0 else 0.0, norm, 0) + block.tobytes()
+            yield _RECORD.pack(_BUFFERS, 0, p, 0, 0.0, 0.0, count) + \
+                (b"" if buffer_sum is None else buffer_sum.astype("<f4").tobytes())
     freeze_worker_heap()
 
 

@@ -120,7 +120,8 @@ def _partition_data(fit: FitContext, p: int, items: list):
 
 
 def partition_gradient(fit: FitContext, ctx, p: int, data_source: Callable, weights):
-    """Partition ``p``'s share of the iteration ``ctx`` (epoch, iteration, global_iteration): ``None`` when it
+    """Partition ``p``'s share of the iteration ``ctx`` (epoch, iteration, global_iteration), computed inside the
+    task's :func:`sparkdl.engine.worker.task_scope` (the caller's, once per task): ``None`` when it
     has no rows in this global batch, :data:`MISS` when ``data_source()`` has no data for it, else
     ``(grad_sum, loss_sum, normalizer, extra)`` with ``extra = (buffer_sum_weighted or None, n)``.
     Both AllReduce paths (Python and JVM reduce) compute gradients with this one function."""
@@ -139,7 +140,7 @@ def partition_gradient(fit: FitContext, ctx, p: int, data_source: Callable, weig
     w, buffers = weights
     model.flat_parameters[...] = w
     model.flat_buffers[...] = buffers
-    with task_scope(fit.threads), task_context("gradient", p, ctx.epoch, ctx.global_iteration, rows=idx):
+    with task_context("gradient", p, ctx.epoch, ctx.global_iteration, rows=idx):
         xb, yb = x[idx], y[idx]
         if fit.integer_labels and yb.dtype.kind != "i":
             yb = yb.astype(np.int64)
@@ -162,7 +163,8 @@ def gradient_task(ctx: IterationContext, p: int, blocks):
     ``(k, (MISS, p))`` for every block instead, and the driver reruns the iteration on the full data."""
     items = list(blocks)  # drain the iterator: keeps the Python worker reusable
     fit: FitContext = ctx.fit.value
-    out = partition_gradient(fit, ctx, p, lambda: _partition_data(fit, p, items), ctx.weights.value)
+    with task_scope(fit.threads):
+        out = partition_gradient(fit, ctx, p, lambda: _partition_data(fit, p, items), ctx.weights.value)
     if out is None:
         return
     if out is MISS:
