@@ -2,6 +2,7 @@
 from sparkdl.nn import init
 from sparkdl.nn.activation import (ELU, GELU, LeakyReLU, LogSoftmax, PReLU, ReLU, Sigmoid, SiLU, Softmax, Softplus,
                                    Tanh)
+from sparkdl.nn.activation_hard import Hardsigmoid, Hardswish, Hardtanh, ReLU6
 from sparkdl.nn.attention import MultiheadAttention
 from sparkdl.nn.conv import Conv2d
 from sparkdl.nn.conv1d import Conv1d
@@ -30,7 +31,8 @@ from sparkdl.nn.upsample import Upsample
 __all__ = ["init", "Module", "Layout", "Linear", "ReLU", "Sequential", "Residual", "Concat", "Graph", "Add",
            "Concatenate", "Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "LeakyReLU", "ELU", "GELU", "Tanh",
            "Sigmoid", "Softmax", "LogSoftmax", "BatchNorm1d", "BatchNorm2d", "Dropout", "Flatten", "Reshape", "Identity",
-           "SiLU", "Softplus", "PReLU", "LayerNorm", "GroupNorm", "Conv1d", "MaxPool1d", "AvgPool1d",
+           "SiLU", "Softplus", "PReLU", "Hardtanh", "ReLU6", "Hardsigmoid", "Hardswish", "LayerNorm", "GroupNorm",
+           "Conv1d", "MaxPool1d", "AvgPool1d",
            "ConvTranspose2d", "Upsample", "MultiheadAttention", "TransformerEncoderLayer",
            "TransformerEncoder", "TransformerClassifier",
            "Embedding", "EmbeddingBag", "RNN", "LSTM", "GRU", "PaddedSequence", "SequenceLengths", "RNNOutput",

@@ -14,17 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from sparkdl.nn.module import Module
+from sparkdl.nn.onnx_op_elementwise import ELEMENTWISE_OPS, unbroadcast
 
 __all__ = ["OnnxOp", "ONNX_OPS", "CASTS"]
-
-
-def _unbroadcast(g, shape):
-    """Sum ``g`` down to ``shape`` (the gradient of a NumPy broadcast)."""
-    if g.shape == tuple(shape):
-        return g
-    g = g.sum(axis=tuple(range(g.ndim - len(shape)))) if g.ndim > len(shape) else g
-    axes = tuple(i for i, s in enumerate(shape) if s == 1 and g.shape[i] != 1)
-    return g.sum(axis=axes, keepdims=True) if axes else g
 
 
 def _divide(x, y):
@@ -41,7 +33,7 @@ def _binary(fn, grads):
 
     def backward(cache, g, a):
         x, y = cache
-        return tuple(None if gi is None else _unbroadcast(gi, s.shape) for gi, s in zip(grads(x, y, g), (x, y)))
+        return tuple(None if gi is None else unbroadcast(gi, s.shape) for gi, s in zip(grads(x, y, g), (x, y)))
     return forward, backward
 
 
@@ -178,7 +170,7 @@ def _matmul():
         x, y = cache
         gx = np.matmul(g, np.swapaxes(y, -1, -2))
         gy = np.matmul(np.swapaxes(x, -1, -2), g)
-        return _unbroadcast(gx, x.shape), _unbroadcast(gy, y.shape)
+        return unbroadcast(gx, x.shape), unbroadcast(gy, y.shape)
     return forward, backward
 
 
@@ -186,7 +178,7 @@ def _expand():
     def forward(xs, a):
         shape = np.broadcast_shapes(xs[0].shape, tuple(int(s) for s in np.asarray(xs[1]).reshape(-1)))
         return np.broadcast_to(xs[0], shape).copy(), xs[0].shape
-    return forward, (lambda shape, g, a: (_unbroadcast(g, shape), None))
+    return forward, (lambda shape, g, a: (unbroadcast(g, shape), None))
 
 
 def _where():
@@ -197,7 +189,7 @@ def _where():
     def backward(cache, g, a):
         c, sx, sy = cache
         zero = np.zeros((), g.dtype)
-        return None, _unbroadcast(np.where(c, g, zero), sx), _unbroadcast(np.where(c, zero, g), sy)
+        return None, unbroadcast(np.where(c, g, zero), sx), unbroadcast(np.where(c, zero, g), sy)
     return forward, backward
 
 
@@ -253,6 +245,7 @@ ONNX_OPS = {
     "Not": _no_grad(lambda xs, a: np.logical_not(xs[0])),
     "IsNaN": _no_grad(lambda xs, a: np.isnan(xs[0])),
     "Mod": _no_grad(lambda xs, a: (np.fmod if a.get("fmod") else np.mod)(xs[0], xs[1])),
+    **ELEMENTWISE_OPS,
 }
 
 

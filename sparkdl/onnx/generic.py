@@ -49,8 +49,9 @@ def _local(source: str, index: int, taken: set) -> str:
 
 #: Operators whose result never has more elements than their largest input.
 _NOT_GROWING = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Slice", "Softmax",
-                          "ReduceMean", "Cast", "Sqrt", "Neg", "Exp", "Reciprocal", "Shape", "Not", "IsNaN"})
-_BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Where", "Equal", "Less", "Greater", "Mod"})
+                          "ReduceMean", "Cast", "Sqrt", "Neg", "Exp", "Reciprocal", "Shape", "Not", "IsNaN",
+                          "Clip", "HardSigmoid", "Erf"})
+_BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Where", "Equal", "Less", "Greater", "Mod", "PRelu"})
 
 
 def _elements(shape) -> int:
