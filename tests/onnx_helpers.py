@@ -32,3 +32,28 @@ def make_model(nodes, inputs, outputs, initializers=(), opset=17) -> bytes:
     opsets = [helper.make_opsetid("", opset)]
     return helper.make_model(graph, opset_imports=opsets,
                              ir_version=helper.find_min_ir_version_for(opsets)).SerializeToString()
+
+
+def torch_to_onnx_dynamo(module, x, *, optimize=True, opset=None) -> bytes:
+    """``torch.onnx.export(dynamo=True)`` (the default exporter since torch 2.9; needs onnxscript) of ``module`` in
+    eval mode on example input ``x`` (numpy), batch axis dynamic.
+
+    ``optimize=True`` (the default) lets onnxscript fold BatchNorm into the preceding Conv and constant-fold;
+    ``optimize=False`` keeps the BatchNormalization nodes (and the unoptimised glue: Constant, CastLike,
+    Expand)."""
+    import logging
+    import warnings
+
+    import torch
+    module.eval()
+    kwargs = {} if opset is None else {"opset_version": opset}
+    logging.disable(logging.WARNING)  # the exporter logs that torchvision's operators are not registered
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program = torch.onnx.export(module, (torch.from_numpy(x),), None, dynamo=True, input_names=["x"],
+                                        output_names=["y"], optimize=optimize, verbose=False,
+                                        dynamic_shapes=({0: torch.export.Dim("N", min=1, max=1024)},), **kwargs)
+    finally:
+        logging.disable(logging.NOTSET)
+    return program.model_proto.SerializeToString()

@@ -49,8 +49,8 @@ def test_random_bytes():
 
 
 def test_unknown_operator_names_node_and_supported_ops():
-    extra = [helper.make_node("Softplus", ["y"], ["z"], name="/act/Softplus")]
-    _error(_conv_net(extra_nodes=extra), r"node '/act/Softplus' \(Softplus\): unsupported operator Softplus[\s\S]*"
+    extra = [helper.make_node("Hardmax", ["y"], ["z"], name="/act/Hardmax")]
+    _error(_conv_net(extra_nodes=extra), r"node '/act/Hardmax' \(Hardmax\): unsupported operator Hardmax[\s\S]*"
                                          r"supported operators: .*BatchNormalization.*Conv")
 
 

@@ -49,17 +49,18 @@ class InvertedResidual(nn.Module):
 
 
 class MobileNetV2(nn.Module):
-    """torchvision's ``mobilenet_v2`` (width 1.0 by default, dropout 0.2, its weight initialisation)."""
+    """torchvision's ``mobilenet_v2`` (width 1.0 by default, dropout 0.2, its weight initialisation);
+    ``setting`` replaces the table of blocks (torchvision's ``inverted_residual_setting``)."""
 
     SETTING = [[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 3, 2], [6, 64, 4, 2], [6, 96, 3, 1], [6, 160, 3, 2],
                [6, 320, 1, 1]]  # t (expansion), c (channels), n (blocks), s (first stride)
 
-    def __init__(self, num_classes=1000, width_mult=1.0, dropout=0.2):
+    def __init__(self, num_classes=1000, width_mult=1.0, dropout=0.2, setting=None):
         super().__init__()
         cin = make_divisible(32 * width_mult)
         self.last_channel = make_divisible(1280 * max(1.0, width_mult))
         features = [ConvNormActivation(3, cin, stride=2)]
-        for t, c, n, s in self.SETTING:
+        for t, c, n, s in setting or self.SETTING:
             cout = make_divisible(c * width_mult)
             for i in range(n):
                 features.append(InvertedResidual(cin, cout, s if i == 0 else 1, t))
@@ -108,7 +109,8 @@ class InvertedResidualV3(nn.Module):
 
 
 class MobileNetV3Small(nn.Module):
-    """torchvision's ``mobilenet_v3_small`` (width 1.0, BatchNorm eps 1e-3, dropout 0.2)."""
+    """torchvision's ``mobilenet_v3_small`` (width 1.0, BatchNorm eps 1e-3, dropout 0.2); ``setting`` replaces
+    the table of blocks (the last convolution widens to 6x the last block's channels, 576 in the full net)."""
 
     # input channels, kernel, expanded channels, output channels, SE, activation (HS: Hardswish), stride
     SETTING = [(16, 3, 16, 16, True, "RE", 2), (16, 3, 72, 24, False, "RE", 2), (24, 3, 88, 24, False, "RE", 1),
@@ -116,15 +118,16 @@ class MobileNetV3Small(nn.Module):
                (40, 5, 120, 48, True, "HS", 1), (48, 5, 144, 48, True, "HS", 1), (48, 5, 288, 96, True, "HS", 2),
                (96, 5, 576, 96, True, "HS", 1), (96, 5, 576, 96, True, "HS", 1)]
 
-    def __init__(self, num_classes=1000, dropout=0.2):
+    def __init__(self, num_classes=1000, dropout=0.2, setting=None):
         super().__init__()
         features = [ConvNormActivation(3, 16, 3, 2, activation=nn.Hardswish)]
-        for cin, k, exp, cout, se, act, s in self.SETTING:
+        for cin, k, exp, cout, se, act, s in setting or self.SETTING:
             features.append(InvertedResidualV3(cin, k, exp, cout, se, nn.Hardswish if act == "HS" else nn.ReLU, s))
-        features.append(ConvNormActivation(96, 576, 1, activation=nn.Hardswish))
+        last = 6 * cout  # 576 for the full table
+        features.append(ConvNormActivation(cout, last, 1, activation=nn.Hardswish))
         self.features = nn.Sequential(*features)
         self.avgpool = nn.AdaptiveAvgPool2d(1)
-        self.classifier = nn.Sequential(nn.Linear(576, 1024), nn.Hardswish(), nn.Dropout(dropout),
+        self.classifier = nn.Sequential(nn.Linear(last, 1024), nn.Hardswish(), nn.Dropout(dropout),
                                         nn.Linear(1024, num_classes))
         _init(self)
 

@@ -15,6 +15,8 @@ import numpy as np
 
 from sparkdl.nn.module import Module
 from sparkdl.nn.onnx_op_elementwise import ELEMENTWISE_OPS, unbroadcast
+from sparkdl.nn.onnx_op_reduce import REDUCE_OPS
+from sparkdl.nn.onnx_op_spatial import SPATIAL_OPS
 
 __all__ = ["OnnxOp", "ONNX_OPS", "CASTS"]
 
@@ -246,6 +248,8 @@ ONNX_OPS = {
     "IsNaN": _no_grad(lambda xs, a: np.isnan(xs[0])),
     "Mod": _no_grad(lambda xs, a: (np.fmod if a.get("fmod") else np.mod)(xs[0], xs[1])),
     **ELEMENTWISE_OPS,
+    **REDUCE_OPS,
+    **SPATIAL_OPS,
 }
 
 
@@ -262,7 +266,9 @@ class OnnxOp(Module):
         An operator of :data:`ONNX_OPS` (elementwise arithmetic with broadcasting, ``MatMul``, ``Transpose``,
         ``Reshape``, ``Squeeze``/``Unsqueeze``, ``Slice``, ``Gather``, ``Concat``, ``Softmax``, ``ReduceMean``,
         ``Expand``, ``Where``, ``Cast``, ``Sqrt``/``Neg``/``Exp``/``Reciprocal``, ``Shape``,
-        ``ConstantOfShape``, comparisons, ``IsNaN``, ``Mod``).
+        ``ConstantOfShape``, comparisons, ``IsNaN``, ``Mod``; and from the modules ``onnx_op_elementwise``,
+        ``onnx_op_reduce``, ``onnx_op_spatial``: ``Clip``, ``HardSigmoid``, ``PRelu``, ``Erf``,
+        ``ReduceSum``/``ReduceMax``/``ReduceMin``, variadic ``Sum``/``Mean``/``Max``/``Min``, ``Pad``).
     attrs : dict, optional
         The node's attributes as plain values (ONNX names and semantics).
     inputs : list, optional

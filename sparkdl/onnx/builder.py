@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from sparkdl import nn
-from sparkdl.onnx import generic, ops, ops_activation, ops_sequence  # noqa: F401  (register the converters)
+from sparkdl.onnx import generic, ops, ops_activation, ops_sequence, ops_tensor  # noqa: F401  (register converters)
 from sparkdl.onnx.converters import CONVERTERS, Context, describe, read_attributes, supported_ops
 from sparkdl.onnx.reader import OnnxGraph, OnnxImportError
 

@@ -22,10 +22,11 @@ import numpy as np
 
 from sparkdl import nn
 from sparkdl.nn.onnx_op import CASTS, ONNX_OPS
+from sparkdl.nn.onnx_op_spatial import pad_widths
 from sparkdl.onnx.converters import converter, describe
 from sparkdl.onnx.reader import tensor_array
 
-__all__ = ["generic", "batch_first"]
+__all__ = ["generic", "batch_first", "plain", "check_reduce"]
 
 _FLOAT = 1  # TensorProto.FLOAT
 
@@ -50,8 +51,9 @@ def _local(source: str, index: int, taken: set) -> str:
 #: Operators whose result never has more elements than their largest input.
 _NOT_GROWING = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Slice", "Softmax",
                           "ReduceMean", "Cast", "Sqrt", "Neg", "Exp", "Reciprocal", "Shape", "Not", "IsNaN",
-                          "Clip", "HardSigmoid", "Erf"})
-_BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Where", "Equal", "Less", "Greater", "Mod", "PRelu"})
+                          "Clip", "HardSigmoid", "Erf", "ReduceSum", "ReduceMax", "ReduceMin"})
+_BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Where", "Equal", "Less", "Greater", "Mod", "PRelu",
+                           "Sum", "Mean", "Max", "Min"})
 
 
 def _elements(shape) -> int:
@@ -81,29 +83,35 @@ def result_elements(op_type: str, args: list, attrs: dict) -> int | None:
         return _elements(x[:axis] + idx + x[axis + 1:])
     if op_type == "Concat":
         return sum(_elements(s) for s in shapes)
+    if op_type == "Pad":  # grows by the pads (negative pads crop)
+        pads = args[1] if len(args) > 1 and args[1] is not None else attrs["pads"]
+        widths = pad_widths(shapes[0], pads, args[3] if len(args) > 3 else None)
+        return _elements(max(n + b + e, 0) for n, (b, e) in zip(shapes[0], widths))
     if op_type in _NOT_GROWING:
         return max(_elements(s) for s in shapes)
     return None
 
 
-def _fold(node, ctx, args: list, attrs: dict):
-    """Evaluate ``node`` on constant ``args`` at import, its size counted against the import's cap first."""
+def _fold(node, ctx, op_type: str, args: list, attrs: dict):
+    """Evaluate ``op_type`` on constant ``args`` at import, its size counted against the import's cap first."""
     what = describe(node)
-    expected = result_elements(node.op_type, args, attrs)
+    expected = result_elements(op_type, args, attrs)
     if expected is not None:
         ctx.graph.reserve(expected, what)
-    value = ONNX_OPS[node.op_type][0](args, attrs)[0]
+    value = ONNX_OPS[op_type][0](args, attrs)[0]
     if expected is None:
         ctx.graph.reserve(value.size, what)
     return value
 
 
-def generic(node, ctx, attrs=None, inputs=None):
+def generic(node, ctx, attrs=None, inputs=None, op_type=None, output=None):
     """A :class:`~sparkdl.onnx.converters.Layer` of :class:`sparkdl.nn.OnnxOp` for ``node``.
 
     ``inputs`` overrides the node's input names (absent optional inputs as ''); ``attrs`` are the attributes
-    passed on (plain values).
+    passed on (plain values); ``op_type`` and ``output`` override the node's operator and (first) output, for
+    a node imported as several generic nodes (Split as one Slice per output).
     """
+    op_type, output = op_type or node.op_type, output or node.output[0]
     names = list(node.input) if inputs is None else list(inputs)
     spec, runtime, params, buffers, tensors, taken = [], [], {}, {}, {}, set()
     for i, name in enumerate(names):
@@ -126,16 +134,18 @@ def generic(node, ctx, attrs=None, inputs=None):
     if not runtime:  # constant folding: evaluate now, consumers see a constant
         args = [None if e is None else tensors[e["tensor"]][0] if "tensor" in e else np.asarray(
             e["value"], e["dtype"]) for e in spec]
-        value = _fold(node, ctx, args, dict(attrs or {}))
-        ctx.graph.constants[node.output[0]] = value
-        ctx.graph.shapes[node.output[0]] = value.shape
+        value = _fold(node, ctx, op_type, args, dict(attrs or {}))
+        ctx.graph.constants[output] = value
+        ctx.graph.shapes[output] = value.shape
         return []
-    config = {"op_type": node.op_type, "attrs": dict(attrs or {}), "inputs": spec,
+    config = {"op_type": op_type, "attrs": dict(attrs or {}), "inputs": spec,
               "parameters": params, "buffers": buffers}
-    return ctx.layer(node, nn.OnnxOp, config, inputs=runtime, **tensors)
+    return ctx.layer(node, nn.OnnxOp, config, inputs=runtime, output=output, **tensors)
 
 
-def _plain(op_type, attrs=None, check=None):
+def plain(op_type, attrs=None, check=None):
+    """Register a converter that imports ``op_type`` as a generic node, its attributes (``attrs``: names and
+    defaults) passed on; ``check(node, attrs, ctx)`` may refuse a node first."""
     def convert(node, a, ctx):
         if check is not None:
             check(node, a, ctx)
@@ -149,21 +159,21 @@ def _check_cast(node, a, ctx):
                        "bool)")
 
 
-def _check_reduce(node, a, ctx):
+def check_reduce(node, a, ctx):
+    """Refuse ``noop_with_empty_axes=1`` of a Reduce* node (empty axes reduce over every axis)."""
     if a["noop_with_empty_axes"]:
         ctx.fail(node, "noop_with_empty_axes=1; supported: 0 (empty axes reduce over every axis)")
 
 
 for _op in ("Sub", "Mul", "Div", "Pow", "Where", "Equal", "Less", "Greater", "Not", "IsNaN", "Neg", "Exp",
             "Sqrt", "Reciprocal", "Expand"):
-    _plain(_op)
-_plain("Mod", {"fmod": 0})
-_plain("Transpose", {"perm": None})
-_plain("Shape", {"start": 0, "end": None})
-_plain("Squeeze", {"axes": None})
-_plain("Unsqueeze", {"axes": None})
-_plain("Cast", {"to": None, "saturate": 1}, _check_cast)
-_plain("ReduceMean", {"axes": None, "keepdims": 1, "noop_with_empty_axes": 0}, _check_reduce)
+    plain(_op)
+plain("Mod", {"fmod": 0})
+plain("Transpose", {"perm": None})
+plain("Shape", {"start": 0, "end": None})
+plain("Squeeze", {"axes": None})
+plain("Unsqueeze", {"axes": None})
+plain("Cast", {"to": None, "saturate": 1}, _check_cast)
 
 
 @converter("Slice", attrs={"starts": None, "ends": None, "axes": None})

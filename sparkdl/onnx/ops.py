@@ -205,6 +205,8 @@ def _conv(node, a, ctx):
     strides, dilations = _pair(ctx, node, a, "strides"), _pair(ctx, node, a, "dilations")
     padding = _pads(ctx, node, a, shape, w.shape[2:], strides, dilations)
     b = ctx.const(node, 2, "B")
+    if b is not None and node.input[2] in ctx.producers and not np.any(b):
+        b = None  # a zero bias computed in the graph (the unoptimised dynamo export of bias=False) is no weight
     tensors = {"weight": (_f32(w), node.input[1])}
     if b is not None:
         if b.shape != (w.shape[0],):

@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import numpy as np
+
 from sparkdl._extras import require_onnx
 from sparkdl.io._format import ModelFormatError
 from sparkdl.io.safetensors_io import refuse_pickle
@@ -233,19 +235,31 @@ def _shape(value_info):
     return t.tensor_type.elem_type, dims
 
 
+#: ``Constant`` attributes other than a ``value`` tensor -> the numpy dtype of their value (the dynamo exporter
+#: writes shapes and axes as ``value_ints``).
+_CONSTANT_LISTS = {"value_float": "float32", "value_floats": "float32", "value_int": "int64", "value_ints": "int64"}
+
+
+def _constant_value(node, what: str):
+    from onnx import helper
+    attrs = {a.name: a for a in node.attribute}
+    if len(attrs) != 1 or not set(attrs) <= {"value", *_CONSTANT_LISTS}:
+        raise OnnxImportError(f"{what}: node {node.name!r} (Constant) uses attributes {sorted(attrs)}; supported: "
+                              f"one of 'value' (a tensor), {', '.join(repr(k) for k in _CONSTANT_LISTS)}")
+    (name, attr), = attrs.items()
+    if name == "value":
+        return tensor_array(helper.get_attribute_value(attr), what)
+    return np.asarray(helper.get_attribute_value(attr), _CONSTANT_LISTS[name])
+
+
 def _constants(model, what: str) -> dict:
-    onnx = require_onnx()
     out = {}
     try:
         for t in model.graph.initializer:
             out[t.name] = tensor_array(t, what)
         for node in model.graph.node:
             if node.op_type == "Constant":
-                attrs = {a.name: a for a in node.attribute}
-                if set(attrs) != {"value"}:
-                    raise OnnxImportError(f"{what}: node {node.name!r} (Constant) uses attributes {sorted(attrs)}; "
-                                          "supported: a 'value' tensor")
-                out[node.output[0]] = tensor_array(onnx.helper.get_attribute_value(attrs["value"]), what)
+                out[node.output[0]] = _constant_value(node, what)
     except OnnxImportError:
         raise
     except Exception as e:  # raw data of the wrong length, unknown data types, ...

@@ -1,0 +1,60 @@
+"""Spatial ONNX operators for :class:`sparkdl.nn.OnnxOp` (numpy on whole arrays, forward and backward side by
+side): ``Pad`` in its four modes (constant, reflect, edge, wrap; negative pads crop).
+
+The backward of a pad is the adjoint of its gather: every output element adds its gradient to the input
+element it copies (reflect/edge/wrap copy an element several times), found by padding an array of element
+indices the same way.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["SPATIAL_OPS", "pad_widths"]
+
+_NUMPY_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+
+
+def pad_widths(shape, pads, axes=None) -> list:
+    """ONNX ``pads`` ``[b_1, ..., b_k, e_1, ..., e_k]`` (over ``axes``, default all) -> ``(begin, end)`` per
+    axis of ``shape``."""
+    pads = [int(p) for p in np.asarray(pads).reshape(-1)]
+    axes = list(range(len(shape))) if axes is None else [int(ax) % len(shape) for ax in np.asarray(axes).reshape(-1)]
+    widths = [(0, 0)] * len(shape)
+    for i, ax in enumerate(axes):
+        widths[ax] = (pads[i], pads[i + len(axes)])
+    return widths
+
+
+def _pad_array(x, widths, mode, value):
+    """Pad by the positive widths, then crop the negative ones."""
+    grow = [(max(b, 0), max(e, 0)) for b, e in widths]
+    kwargs = {"constant_values": value} if mode == "constant" else {}
+    y = np.pad(x, grow, mode=_NUMPY_MODES[mode], **kwargs) if any(b or e for b, e in grow) else x
+    crop = tuple(slice(-min(b, 0), y.shape[i] + min(e, 0)) for i, (b, e) in enumerate(widths))
+    return y[crop]
+
+
+def _pad():
+    def forward(xs, a):
+        x = xs[0]
+        pads = xs[1] if len(xs) > 1 and xs[1] is not None else a["pads"]
+        widths = pad_widths(x.shape, pads, xs[3] if len(xs) > 3 else None)
+        mode = a.get("mode", "constant")
+        value = xs[2] if len(xs) > 2 and xs[2] is not None else a.get("value", 0)
+        y = np.array(_pad_array(x, widths, mode, np.asarray(value, x.dtype).reshape(())), copy=True)
+        return y, (x.shape, widths, mode)
+
+    def backward(cache, g, a):
+        shape, widths, mode = cache
+        size = int(np.prod(shape))
+        index = _pad_array(np.arange(size).reshape(shape), widths, mode, -1).reshape(-1)
+        kept = index >= 0
+        gx = np.bincount(index[kept], weights=g.reshape(-1)[kept], minlength=size)
+        return (gx.astype(g.dtype).reshape(shape),)
+    return forward, backward
+
+
+#: op_type -> (forward, backward), merged into :data:`sparkdl.nn.onnx_op.ONNX_OPS`.
+SPATIAL_OPS = {
+    "Pad": _pad(),
+}
