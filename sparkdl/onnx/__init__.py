@@ -24,6 +24,7 @@ imported graphs as the operators they came from, so an imported network exports 
 Needs the optional dependencies ``pip install 'sparkdl[onnx]'`` (the ``onnx`` package).
 """
 from sparkdl.onnx import export_activation as _export_activation  # noqa: F401  (registers the exporters)
+from sparkdl.onnx import export_generic as _export_generic  # noqa: F401  (registers the OnnxOp exporter)
 from sparkdl.onnx import export_sequence as _export_sequence  # noqa: F401  (registers the sequence exporters)
 from sparkdl.onnx.builder import build as _build
 from sparkdl.onnx.converters import supported_ops

@@ -11,8 +11,8 @@
   (and L for the causal mask, a constant added to the scores). The projections are ``MatMul`` by the
   transposed weight (initializer ``<weight name>_t``) plus the bias, as ``torch.onnx.export`` writes a
   ``Linear`` on a 3-D input;
-- the nodes of imported graphs, :class:`~sparkdl.nn.OnnxOp` (as the operator it holds) and
-  :class:`~sparkdl.nn.RecurrentPart`, so a fine-tuned imported network exports again.
+- the recurrent nodes' outputs of imported graphs, :class:`~sparkdl.nn.RecurrentPart`, so a fine-tuned imported
+  network exports again (the generic nodes, :class:`~sparkdl.nn.OnnxOp`, in :mod:`sparkdl.onnx.export_generic`).
 """
 from __future__ import annotations
 
@@ -163,37 +163,6 @@ def _transformer(m, path, x, shape, em):
     return norm("norm2", em.node("Add", [z, feed_forward(z)], path))
 
 
-#: Attributes that later opsets made inputs, and defaults dropped on export (valid at every opset >= 13).
-_AXES_AS_INPUT = ("Squeeze", "Unsqueeze", "ReduceMean")
-_DEFAULTS = {"saturate": 1, "noop_with_empty_axes": 0, "start": 0}
-
-
-def _onnx_op(m, path, xs, shapes, em):
-    """A generic node of an imported graph, written back as the ONNX operator it came from."""
-    from onnx import helper
-    given, args = iter(xs), []
-    for entry in m.inputs:
-        if entry == "x":
-            args.append(next(given))
-        elif entry is None:
-            args.append("")
-        elif "tensor" in entry:
-            t, name = m._tensors, entry["tensor"]
-            args.append(em.tensor(_join(path, name), t["parameters"].get(name, t["buffers"].get(name))))
-        else:
-            args.append(em.tensor(_join(path, "value"), np.asarray(entry["value"], entry["dtype"])))
-    attrs = {k: v for k, v in m.attrs.items() if _DEFAULTS.get(k, object()) != v}
-    if m.op_type in _AXES_AS_INPUT and "axes" in attrs:
-        args = args[:1] + [em.tensor(_join(path, "axes"), np.array(attrs.pop("axes")))]
-    if m.op_type == "ConstantOfShape":
-        dtype = np.dtype(attrs.pop("dtype", "float32"))
-        attrs["value"] = helper.make_tensor("value", helper.np_dtype_to_tensor_dtype(dtype), [1],
-                                            [attrs.pop("value", 0)])
-    while args and args[-1] == "":
-        args.pop()
-    return em.node(m.op_type, args, path, **attrs)
-
-
 def _recurrent_part(m, path, x, shape, em):
     out, state = x
     if m.part == "Y":  # (T, N, D * H) -> (T, D, N, H)
@@ -209,7 +178,7 @@ def _recurrent_part(m, path, x, shape, em):
                              em.tensor(_join(path, "axes"), np.array([0]))], path)
 
 
-EXPORTERS.update({nn.OnnxOp: _onnx_op, nn.RecurrentPart: _recurrent_part})
+EXPORTERS.update({nn.RecurrentPart: _recurrent_part})
 EXPORTERS.update({nn.Embedding: _embedding, nn.LSTM: _recurrent, nn.GRU: _recurrent, nn.RNN: _recurrent,
                   nn.RNNOutput: _rnn_output, nn.LayerNorm: _layer_norm, nn.MultiheadAttention: _attention,
                   nn.TransformerEncoderLayer: _transformer})

@@ -1,0 +1,106 @@
+"""The generic ONNX operators the model zoo needs (nn.OnnxOp: Clip, HardSigmoid, PRelu, Erf, ReduceSum/Max/Min,
+variadic Sum/Mean/Max/Min, Pad): forward against a plain-numpy expression written here, backward (input and
+parameter gradients) by float64 central differences."""
+import math
+
+import numpy as np
+import pytest
+
+from sparkdl import nn
+from tests.gradcheck import layer_gradcheck
+from tests.test_onnx_ops import X, _op, _t, _v
+
+
+def _f(value):
+    return {"value": value, "dtype": "float32"}
+
+
+def _erf(x):
+    return np.vectorize(math.erf)(x)
+
+
+# (id, module, input shape(s), input kind, numpy reference of (x, tensors))
+CASES = [
+    ("Clip-bounds", lambda: _op("Clip", inputs=[X, _t("lo"), _t("hi")], buffers={"lo": [], "hi": []},
+                                values={"lo": -0.5, "hi": 0.7}), (3, 4), "normal",
+     lambda x, t: np.clip(x, -0.5, 0.7)),
+    ("Clip-max-only", lambda: _op("Clip", inputs=[X, None, _t("hi")], buffers={"hi": []}, values={"hi": 0.2}),
+     (2, 5), "normal", lambda x, t: np.minimum(x, 0.2)),
+    ("Clip-opset6-attrs", lambda: _op("Clip", {"min": 0.0, "max": 6.0}), (4, 3), "wide",
+     lambda x, t: np.clip(x, 0, 6)),
+    ("HardSigmoid-onnx-default", lambda: _op("HardSigmoid", {"alpha": 0.2, "beta": 0.5}), (3, 5), "wide",
+     lambda x, t: np.clip(0.2 * x + 0.5, 0, 1)),
+    ("PRelu-slope-parameter", lambda: _op("PRelu", inputs=[X, _t("slope")], parameters={"slope": [3, 1]}),
+     (2, 3, 4), "normal", lambda x, t: np.where(x > 0, x, t["slope"] * x)),
+    ("Erf", lambda: _op("Erf"), (2, 7), "normal", lambda x, t: _erf(x)),
+    ("ReduceSum-axes-input", lambda: _op("ReduceSum", {"keepdims": 0}, [X, _v([1, -1])]), (2, 3, 4), "normal",
+     lambda x, t: x.sum((1, 2))),
+    ("ReduceSum-all", lambda: _op("ReduceSum"), (2, 3), "normal", lambda x, t: x.sum(keepdims=True)),
+    ("ReduceMax-attr", lambda: _op("ReduceMax", {"axes": [2]}), (2, 3, 4), "normal",
+     lambda x, t: x.max(2, keepdims=True)),
+    ("ReduceMin-keepdims0", lambda: _op("ReduceMin", {"axes": [1], "keepdims": 0}), (2, 5, 3), "normal",
+     lambda x, t: x.min(1)),
+    ("Sum-broadcast", lambda: _op("Sum", inputs=[X, _t("b"), _t("c")], parameters={"b": [4], "c": [3, 1]}),
+     (2, 3, 4), "normal", lambda x, t: x + t["b"] + t["c"]),
+    ("Mean-two", lambda: _op("Mean", inputs=[X, _t("b")], parameters={"b": [1, 4]}), (3, 4), "normal",
+     lambda x, t: (x + t["b"]) / 2),
+    ("Max-broadcast", lambda: _op("Max", inputs=[X, _t("b"), _t("c")], parameters={"b": [4], "c": [3, 1]}),
+     (2, 3, 4), "wide", lambda x, t: np.maximum(np.maximum(x, t["b"]), t["c"])),
+    ("Min-single", lambda: _op("Min"), (2, 3), "normal", lambda x, t: x),
+    ("Pad-constant", lambda: _op("Pad", {"mode": "constant"}, [X, _v([0, 1, 2, 0, 2, 1]), _t("v")],
+                                 buffers={"v": []}, values={"v": 0.5}), (2, 3, 4), "normal",
+     lambda x, t: np.pad(x, [(0, 0), (1, 2), (2, 1)], constant_values=0.5)),
+    ("Pad-reflect", lambda: _op("Pad", {"mode": "reflect"}, [X, _v([0, 0, 2, 1, 0, 0, 1, 2])]), (2, 3, 4, 5),
+     "normal", lambda x, t: np.pad(x, [(0, 0), (0, 0), (2, 1), (1, 2)], mode="reflect")),
+    ("Pad-edge-crop", lambda: _op("Pad", {"mode": "edge"}, [X, _v([0, -1, 2, 0, 2, -1])]), (2, 4, 3), "normal",
+     lambda x, t: np.pad(x, [(0, 0), (0, 2), (2, 0)], mode="edge")[:, 1:, :-1]),
+    ("Pad-wrap-axes", lambda: _op("Pad", {"mode": "wrap"}, [X, _v([1, 2]), None, _v([-1])]), (2, 3), "normal",
+     lambda x, t: np.pad(x, [(0, 0), (1, 2)], mode="wrap")),
+    ("Pad-opset2-attrs", lambda: _op("Pad", {"mode": "constant", "pads": [0, 1, 0, 1], "value": -1.0}), (2, 3),
+     "normal", lambda x, t: np.pad(x, [(0, 0), (1, 1)], constant_values=-1.0)),
+]
+
+
+def _input(shape, kind, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape) * (4.0 if kind == "wide" else 1.0)
+    # away from kinks (0, bounds, 6, -2.5/2.5) and ties, where central differences would straddle them
+    for kink in (-2.5, -0.5, 0.0, 0.2, 0.7, 2.5, 6.0):
+        x = np.where(np.abs(x - kink) < 1e-3, x + 3e-3, x)
+    return x
+
+
+@pytest.mark.parametrize("make, shape, kind, reference", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_forward_and_gradients(make, shape, kind, reference):
+    m = make()
+    x = _input(shape, kind)
+    tensors = {**dict(m.named_parameters()), **dict(m.named_buffers())}
+    np.testing.assert_allclose(m(x.astype(np.float32)), reference(x, tensors), rtol=1e-5, atol=1e-6)
+    m.astype(np.float64)
+    layer_gradcheck(m, x, training=False)
+
+
+def test_max_ties_share_the_gradient_like_torch():
+    torch = pytest.importorskip("torch")
+    x = np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]], np.float32)
+    g = np.array([[6.0], [9.0]], np.float32)
+    m = nn.OnnxOp("ReduceMax", {"axes": [1]})
+    y, cache = m.forward(x)
+    xt = torch.from_numpy(x).requires_grad_(True)
+    torch.amax(xt, 1, keepdim=True).backward(torch.from_numpy(g))
+    np.testing.assert_array_equal(m.backward(cache, g, m.zeros_like_parameters()), xt.grad.numpy())
+    pair = nn.OnnxOp("Max", inputs=[X, X])
+    a, b = np.array([1.0, 2.0, 5.0], np.float32), np.array([1.0, 3.0, 4.0], np.float32)
+    y, cache = pair.forward((a, b))
+    at, bt = (torch.from_numpy(v).requires_grad_(True) for v in (a, b))
+    torch.maximum(at, bt).backward(torch.ones(3))
+    ga, gb = pair.backward(cache, np.ones(3, np.float32), pair.zeros_like_parameters())
+    np.testing.assert_array_equal(ga, at.grad.numpy())
+    np.testing.assert_array_equal(gb, bt.grad.numpy())
+
+
+def test_integer_clip_and_reductions_for_shape_arithmetic():
+    shape = np.array([2, 7, 9], np.int64)
+    np.testing.assert_array_equal(nn.OnnxOp("Clip", {"min": 3.0, "max": 8.0})(shape), [3, 7, 8])
+    np.testing.assert_array_equal(nn.OnnxOp("ReduceMax", {"keepdims": 0})(shape), 9)
+    np.testing.assert_array_equal(nn.OnnxOp("Sum", inputs=[X, _v([1, 1, 1])])(shape), [3, 8, 10])
