@@ -154,7 +154,8 @@ def build(graph: OnnxGraph) -> nn.Module:
     # when a tensor-less node of the same scope (a Transpose before an LSTM) comes earlier
     for i in sorted(range(len(layers)), key=lambda i: not layers[i].tensors):
         layer = layers[i]
-        scope = _module_name(layer) if layer.tensors else (_scope(layer.node.name) or _clean(layer.node.name))
+        scope = _module_name(layer) if layer.tensors else (_scope(layer.node.name) or _clean(layer.node.name)
+                                                           or layer.node.op_type.lower())
         names[i] = _unique(scope, used, layer.node.op_type.lower())
     for layer, name in zip(layers, names):
         value[layer.output] = name

@@ -74,10 +74,11 @@ def _split(node, a, ctx):
     x = node.input[0]
     shape = ctx.graph.shapes.get(x)
     rank = None if shape is None else len(shape)
+    if rank is not None and -rank <= a["axis"] < rank:
+        _refuse_batch_axis(node, ctx, x, [a["axis"]], "splits")
     if rank is None or not -rank <= a["axis"] < rank or shape[a["axis"] % rank] is None:
         ctx.fail(node, f"axis={a['axis']} of {x!r} with shape {shape} (None = dynamic); supported: a static axis")
     axis = a["axis"] % rank
-    _refuse_batch_axis(node, ctx, x, [axis], "splits")
     size, count = shape[axis], len(node.output)
     sizes = a["split"] if a["split"] is not None else ctx.const(node, 1, "split")
     if sizes is None:  # equal parts; opset 18 num_outputs: ceil(size / count) each, the last one smaller
