@@ -90,7 +90,8 @@ def _slices(xs):
     steps = np.asarray(xs[4]).reshape(-1) if len(xs) > 4 and xs[4] is not None else np.ones(len(starts), int)
     index = [slice(None)] * x.ndim
     for s, e, ax, st in zip(starts, ends, axes, steps):
-        index[int(ax) % x.ndim] = slice(*slice(int(s), int(e), int(st)).indices(x.shape[int(ax) % x.ndim]))
+        s, e, st = slice(int(s), int(e), int(st)).indices(x.shape[int(ax) % x.ndim])
+        index[int(ax) % x.ndim] = slice(s, None if e < 0 else e, st)  # e == -1: past the start (negative step)
     return tuple(index)
 
 

@@ -8,9 +8,9 @@ Three phases, so a file that cannot be imported fails before anything is built:
    whose module names are 0, 1, ... as a ``torch.nn.Sequential``'s) or an :class:`~sparkdl.nn.Graph`.
 
 Module names follow PyTorch: the prefix of the initializer names (``layer1.0.conv1.weight`` ->
-``layer1.0.conv1``), else the module path that ``torch.onnx.export`` writes into the node name
-(``/layer1/layer1.0/conv1/Conv`` -> ``layer1.0.conv1``), else the node name, else the operator; so
-parameters keep the exporting model's ``state_dict`` keys whenever the file carries them.
+``layer1.0.conv1``), else the module path that ``torch.onnx.export`` writes into the node's name_scopes
+metadata (dynamo) or name (``/layer1/layer1.0/conv1/Conv`` -> ``layer1.0.conv1``), else the node name, else
+the operator; so parameters keep the exporting model's ``state_dict`` keys whenever the file carries them.
 """
 from __future__ import annotations
 
@@ -102,12 +102,27 @@ def _scope(node_name: str) -> str:
     return _clean(".".join(path))
 
 
+def _dynamo_scope(node) -> str:
+    """Module path from the dynamo exporter's ``pkg.torch.onnx.name_scopes`` metadata, a list of the enclosing
+    modules' paths and the operator (``['', 'features', 'features.0', 'features.0.2', 'hardswish']`` ->
+    ``features.0.2``); '' when absent."""
+    for prop in getattr(node, "metadata_props", ()):
+        if prop.key == "pkg.torch.onnx.name_scopes":
+            scopes = re.findall(r"'([^']*)'", prop.value[:10_000])
+            return _clean(scopes[-2]) if len(scopes) >= 2 else ""
+    return ""
+
+
+def _node_scope(node) -> str:
+    return _dynamo_scope(node) or _scope(node.name)
+
+
 def _module_name(layer) -> str:
     """PyTorch-style name of a module with tensors: the common prefix of ``<prefix>.<local name>`` sources."""
     prefixes = {src[:-len(local) - 1] for local, src in layer.sources.items() if src.endswith("." + local)}
     if len(prefixes) == 1 and _clean(next(iter(prefixes))):
         return _clean(prefixes.pop())
-    return _scope(layer.node.name) or _clean(layer.node.name.replace("/", ".")) or layer.node.op_type.lower()
+    return _node_scope(layer.node) or _clean(layer.node.name.replace("/", ".")) or layer.node.op_type.lower()
 
 
 def _unique(base: str, used: set, suffix: str) -> str:
@@ -154,7 +169,7 @@ def build(graph: OnnxGraph) -> nn.Module:
     # when a tensor-less node of the same scope (a Transpose before an LSTM) comes earlier
     for i in sorted(range(len(layers)), key=lambda i: not layers[i].tensors):
         layer = layers[i]
-        scope = _module_name(layer) if layer.tensors else (_scope(layer.node.name) or _clean(layer.node.name)
+        scope = _module_name(layer) if layer.tensors else (_node_scope(layer.node) or _clean(layer.node.name)
                                                            or layer.node.op_type.lower())
         names[i] = _unique(scope, used, layer.node.op_type.lower())
     for layer, name in zip(layers, names):

@@ -27,7 +27,6 @@ def _simple(op_type, cls):
 
 _simple("Relu", nn.ReLU)
 _simple("Tanh", nn.Tanh)
-_simple("Sigmoid", nn.Sigmoid)
 _simple("Identity", nn.Identity)
 
 

@@ -1,5 +1,5 @@
-"""Converters of the mobile-network activations: ``Clip`` (ReLU6, Hardtanh, clamps), ``HardSigmoid``,
-``HardSwish``, ``PRelu``, ``Softplus`` and ``Erf``.
+"""Converters of the mobile-network activations: ``Sigmoid`` (and SiLU, ``Mul(x, Sigmoid(x))``), ``Clip``
+(ReLU6, Hardtanh, clamps), ``HardSigmoid``, ``HardSwish``, ``PRelu``, ``Softplus`` and ``Erf``.
 
 A node on a computed float tensor with the parameters of a PyTorch layer becomes that layer
 (:class:`~sparkdl.nn.ReLU6`, :class:`~sparkdl.nn.Hardtanh`, :class:`~sparkdl.nn.Hardsigmoid`,
@@ -27,6 +27,16 @@ def _float32(value) -> float:
 
 def _computed_float(ctx, name: str) -> bool:
     return name not in ctx.graph.constants and (ctx.graph.types or {}).get(name, _FLOAT) == _FLOAT
+
+
+@converter("Sigmoid", attrs={})
+def _sigmoid(node, a, ctx):
+    """Sigmoid; ``Mul(x, Sigmoid(x))`` (how both exporters write SiLU) is one SiLU layer."""
+    x, mul = ctx.activation(node, 0), ctx.sole_consumer(node.output[0])
+    if mul is not None and mul.op_type == "Mul" and sorted(mul.input) == sorted([x, node.output[0]]):
+        ctx.absorb(mul)
+        return ctx.layer(node, nn.SiLU, {}, output=mul.output[0])
+    return ctx.layer(node, nn.Sigmoid, {})
 
 
 @converter("Clip", attrs={"min": None, "max": None})

@@ -1,0 +1,92 @@
+"""PyTorch parity, forward and backward, of the zoo's operators as both of PyTorch's exporters write them:
+ReLU6/Hardtanh/clamp (Clip), PReLU, Hardsigmoid, Hardswish, Softplus (with beta), erf, sum/amax/amin over
+axes, split, maximum/minimum, reflect and constant padding -- and the native layers' export round trip
+(sparkdl -> ONNX -> onnxruntime and back)."""
+import numpy as np
+import pytest
+
+from sparkdl import nn
+
+torch = pytest.importorskip("torch")
+ort = pytest.importorskip("onnxruntime")
+sonnx = pytest.importorskip("sparkdl.onnx")
+F = torch.nn.functional
+
+from tests.onnx_helpers import torch_to_onnx, torch_to_onnx_dynamo  # noqa: E402
+
+
+class ZooOps(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.prelu, self.prelu1 = torch.nn.PReLU(4), torch.nn.PReLU()
+        with torch.no_grad():
+            self.prelu.weight.copy_(torch.tensor([0.1, -0.2, 0.3, 0.05]))
+
+    def forward(self, x):
+        h = self.prelu(self.conv(x))
+        a = F.relu6(h * 4) + F.hardtanh(h, -0.5, 2.0) + torch.clamp(h, min=0.1) + torch.clamp(h, max=0.3)
+        b = F.hardsigmoid(h * 4) * F.hardswish(h * 4) + F.softplus(h) + torch.erf(h) + F.softplus(h, beta=2.0)
+        s = h.sum(dim=(2, 3), keepdim=True) + h.amax(dim=1, keepdim=True) - h.amin(dim=3, keepdim=True)
+        p, q = torch.split(h, [1, 3], dim=1)
+        m = torch.maximum(p, q[:, :1]) + torch.minimum(p, q[:, 1:2])
+        r = F.pad(h, (1, 1, 2, 0), mode="reflect")[:, :, 1:-1, 1:-1]
+        c = F.pad(h, (1, 1, 1, 1), value=0.5)[:, :, :-2, 2:]
+        return a + b + s + m + r + c + self.prelu1(h)
+
+
+def _export(exporter, tm, x):
+    if exporter == "dynamo":
+        return torch_to_onnx_dynamo(tm, x)
+    return torch_to_onnx(tm, x, opset=int(exporter.split("-")[1]))
+
+
+@pytest.mark.parametrize("exporter", ["legacy-13", "legacy-17", "dynamo"])
+def test_forward_and_backward_match_torch(exporter):
+    torch.manual_seed(0)
+    tm = ZooOps()
+    x = np.random.default_rng(0).standard_normal((2, 3, 6, 6)).astype(np.float32)
+    model = sonnx.load(_export(exporter, tm, x))
+    y, cache = model.forward(x, training=True)
+    xt = torch.from_numpy(x).requires_grad_(True)
+    yt = tm(xt)
+    np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-5, atol=1e-5)
+    gy = np.random.default_rng(1).standard_normal(y.shape).astype(np.float32)
+    gp = model.zeros_like_parameters()
+    gx = model.backward(cache, gy, gp)
+    yt.backward(torch.from_numpy(gy))
+    np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-4, atol=1e-4)
+    grads = model.parameter_layout().views(gp)
+    assert set(grads) == {"conv.weight", "conv.bias", "prelu.weight", "prelu1.weight"}
+    for name, p in tm.named_parameters():
+        np.testing.assert_allclose(grads[name], p.grad.numpy().reshape(grads[name].shape), rtol=1e-4, atol=1e-3,
+                                   err_msg=name)
+
+
+NATIVE = [
+    ("relu6-hardtanh", lambda: nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU6(), nn.Hardtanh(-0.3, 0.6),
+                                             nn.Hardtanh(None, 0.4), nn.Hardtanh(0.1, None)), (2, 5, 5), 20),
+    ("hard-mobile", lambda: nn.Sequential(nn.Linear(6, 8), nn.Hardswish(), nn.Hardsigmoid(), nn.SiLU()), (6,), 20),
+    ("hardswish-opset13", lambda: nn.Sequential(nn.Linear(6, 8), nn.Hardswish()), (6,), 13),
+    ("prelu", lambda: nn.Sequential(nn.Conv2d(2, 3, 1), nn.PReLU(3), nn.Flatten(), nn.PReLU()), (2, 4, 4), 17),
+    ("softplus", lambda: nn.Sequential(nn.Linear(5, 7), nn.Softplus(), nn.Softplus(beta=2.0, threshold=1.0),
+                                       nn.Softplus(beta=-0.5)), (5,), 17),
+]
+
+
+@pytest.mark.parametrize("name, make, shape, opset", NATIVE, ids=[c[0] for c in NATIVE])
+def test_native_layers_export_round_trip(tmp_path, name, make, shape, opset):
+    model = make().initialize(3)
+    for _, m in model.named_modules():
+        if isinstance(m, nn.PReLU):
+            m.weight[...] = np.linspace(-0.4, 0.6, m.weight.size)
+    x = (np.random.default_rng(2).standard_normal((4, *shape)) * 3).astype(np.float32)
+    path = sonnx.save(model, tmp_path / "m.onnx", input_shape=shape, opset=opset)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(None, {"input": x})[0], model(x), rtol=1e-5, atol=1e-6)
+    back = sonnx.load(path)
+    assert [n for n, _ in back.named_parameters()] == [n for n, _ in model.named_parameters()]
+    np.testing.assert_allclose(back(x), model(x), rtol=1e-6, atol=1e-6)
+    if opset >= 14 and name != "softplus":  # every layer comes back as itself (Softplus with beta: generic nodes)
+        assert [type(m) for m in back] == [type(m) for m in model]
+        assert list(back.state_dict()) == list(model.state_dict())
