@@ -26,6 +26,7 @@ Needs the optional dependencies ``pip install 'sparkdl[onnx]'`` (the ``onnx`` pa
 from sparkdl.onnx import export_activation as _export_activation  # noqa: F401  (registers the exporters)
 from sparkdl.onnx import export_generic as _export_generic  # noqa: F401  (registers the OnnxOp exporter)
 from sparkdl.onnx import export_sequence as _export_sequence  # noqa: F401  (registers the sequence exporters)
+from sparkdl.onnx import export_spatial as _export_spatial  # noqa: F401  (registers the image-layer exporters)
 from sparkdl.onnx.builder import build as _build
 from sparkdl.onnx.converters import supported_ops
 from sparkdl.onnx.export import EXPORT_OPSET, save

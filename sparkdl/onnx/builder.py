@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 
 from sparkdl import nn
-from sparkdl.onnx import generic, ops, ops_activation, ops_sequence, ops_tensor  # noqa: F401  (register converters)
+from sparkdl.onnx import (generic, ops, ops_activation, ops_sequence, ops_spatial,  # noqa: F401  (register converters)
+                          ops_tensor)
 from sparkdl.onnx.converters import CONVERTERS, Context, describe, read_attributes, supported_ops
 from sparkdl.onnx.reader import OnnxGraph, OnnxImportError
 
