@@ -1,7 +1,8 @@
 """PyTorch parity, forward and backward, of the zoo's operators as both of PyTorch's exporters write them:
 ReLU6/Hardtanh/clamp (Clip), PReLU, Hardsigmoid, Hardswish, Softplus (with beta), erf, sum/amax/amin over
-axes, split, maximum/minimum, reflect and constant padding -- and the native layers' export round trip
-(sparkdl -> ONNX -> onnxruntime and back)."""
+axes, split, maximum/minimum, reflect and constant padding; ConvTranspose2d, InstanceNorm2d, GroupNorm and
+nearest/bilinear interpolation -- and the native layers' export round trip (sparkdl -> ONNX -> onnxruntime and
+back)."""
 import numpy as np
 import pytest
 
@@ -35,6 +36,25 @@ class ZooOps(torch.nn.Module):
         return a + b + s + m + r + c + self.prelu1(h)
 
 
+class ZooSpatial(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1)
+        self.inorm, self.gnorm = torch.nn.InstanceNorm2d(4, affine=True), torch.nn.GroupNorm(2, 4)
+        with torch.no_grad():
+            for norm in (self.inorm, self.gnorm):
+                norm.weight.uniform_(0.5, 1.5)
+                norm.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        h = self.up(x)  # (N, 4, 8, 10)
+        h = self.inorm(h) + self.gnorm(h)
+        near = F.interpolate(h, scale_factor=2, mode="nearest")[:, :, ::2, ::2]
+        lin = F.interpolate(h, scale_factor=2, mode="bilinear")[:, :, 1::2, 1::2]
+        corners = F.interpolate(h, size=(8, 10), mode="bilinear", align_corners=True)
+        return h + near + lin + corners
+
+
 def _export(exporter, tm, x):
     if exporter == "dynamo":
         return torch_to_onnx_dynamo(tm, x)
@@ -42,10 +62,11 @@ def _export(exporter, tm, x):
 
 
 @pytest.mark.parametrize("exporter", ["legacy-13", "legacy-17", "dynamo"])
-def test_forward_and_backward_match_torch(exporter):
+@pytest.mark.parametrize("net", ["ops", "spatial"])
+def test_forward_and_backward_match_torch(exporter, net):
     torch.manual_seed(0)
-    tm = ZooOps()
-    x = np.random.default_rng(0).standard_normal((2, 3, 6, 6)).astype(np.float32)
+    tm = ZooOps() if net == "ops" else ZooSpatial()
+    x = np.random.default_rng(0).standard_normal((2, 3, 6, 6) if net == "ops" else (2, 3, 4, 5)).astype(np.float32)
     model = sonnx.load(_export(exporter, tm, x))
     y, cache = model.forward(x, training=True)
     xt = torch.from_numpy(x).requires_grad_(True)
@@ -57,7 +78,7 @@ def test_forward_and_backward_match_torch(exporter):
     yt.backward(torch.from_numpy(gy))
     np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-4, atol=1e-4)
     grads = model.parameter_layout().views(gp)
-    assert set(grads) == {"conv.weight", "conv.bias", "prelu.weight", "prelu1.weight"}
+    assert set(grads) == set(dict(tm.named_parameters()))
     for name, p in tm.named_parameters():
         np.testing.assert_allclose(grads[name], p.grad.numpy().reshape(grads[name].shape), rtol=1e-4, atol=1e-3,
                                    err_msg=name)
@@ -69,6 +90,14 @@ NATIVE = [
     ("hard-mobile", lambda: nn.Sequential(nn.Linear(6, 8), nn.Hardswish(), nn.Hardsigmoid(), nn.SiLU()), (6,), 20),
     ("hardswish-opset13", lambda: nn.Sequential(nn.Linear(6, 8), nn.Hardswish()), (6,), 13),
     ("prelu", lambda: nn.Sequential(nn.Conv2d(2, 3, 1), nn.PReLU(3), nn.Flatten(), nn.PReLU()), (2, 4, 4), 17),
+    ("conv-transpose", lambda: nn.Sequential(nn.ConvTranspose2d(2, 4, 3, stride=2, padding=1, output_padding=1),
+                                             nn.ConvTranspose2d(4, 4, 2, groups=2, dilation=2, bias=False)),
+     (2, 3, 4), 17),
+    ("group-norm", lambda: nn.Sequential(nn.GroupNorm(4, 4), nn.GroupNorm(2, 4), nn.GroupNorm(1, 4, affine=False)),
+     (4, 3, 5), 17),
+    ("upsample", lambda: nn.Sequential(nn.Upsample(scale_factor=2), nn.Upsample(scale_factor=1.5, mode="bilinear"),
+                                       nn.Upsample(size=(7, 5), mode="bilinear", align_corners=True),
+                                       nn.Upsample(size=(9, 9))), (2, 3, 4), 18),
     ("softplus", lambda: nn.Sequential(nn.Linear(5, 7), nn.Softplus(), nn.Softplus(beta=2.0, threshold=1.0),
                                        nn.Softplus(beta=-0.5)), (5,), 17),
 ]
@@ -78,8 +107,9 @@ NATIVE = [
 def test_native_layers_export_round_trip(tmp_path, name, make, shape, opset):
     model = make().initialize(3)
     for _, m in model.named_modules():
-        if isinstance(m, nn.PReLU):
-            m.weight[...] = np.linspace(-0.4, 0.6, m.weight.size)
+        if isinstance(m, (nn.PReLU, nn.GroupNorm)):
+            for _, p in m.named_parameters():
+                p[...] = np.linspace(-0.4, 0.6, p.size)
     x = (np.random.default_rng(2).standard_normal((4, *shape)) * 3).astype(np.float32)
     path = sonnx.save(model, tmp_path / "m.onnx", input_shape=shape, opset=opset)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -87,6 +117,6 @@ def test_native_layers_export_round_trip(tmp_path, name, make, shape, opset):
     back = sonnx.load(path)
     assert [n for n, _ in back.named_parameters()] == [n for n, _ in model.named_parameters()]
     np.testing.assert_allclose(back(x), model(x), rtol=1e-6, atol=1e-6)
-    if opset >= 14 and name != "softplus":  # every layer comes back as itself (Softplus with beta: generic nodes)
+    if opset >= 14 and name not in ("softplus", "group-norm"):  # each layer back as itself (not the composites)
         assert [type(m) for m in back] == [type(m) for m in model]
         assert list(back.state_dict()) == list(model.state_dict())

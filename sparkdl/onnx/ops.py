@@ -140,6 +140,10 @@ def _add(node, a, ctx):
     x, y = node.input
     if not (batch_first(ctx, x) and batch_first(ctx, y)) or ctx.graph.shapes[x] != ctx.graph.shapes[y]:
         return generic(node, ctx)
+    if not batch_first(ctx, node.output[0]):  # unknown after a computed Reshape that a converter fused away
+        ctx.graph.shapes[node.output[0]] = ctx.graph.shapes[x]
+        if ctx.graph.types is not None:
+            ctx.graph.types[node.output[0]] = ctx.graph.types.get(x)
     return ctx.layer(node, nn.Add, {}, inputs=[x, y])
 
 

@@ -1,6 +1,7 @@
 """Converters of the image layers beyond convolution and pooling: ``ConvTranspose`` (->
 :class:`~sparkdl.nn.ConvTranspose2d`), ``InstanceNormalization`` (-> :class:`~sparkdl.nn.GroupNorm` with one
-group per channel; PyTorch's GroupNorm export is a Reshape around it) and ``Resize`` (->
+group per channel; PyTorch's GroupNorm export, Reshape -> InstanceNormalization -> Reshape -> Mul -> Add, is
+one GroupNorm) and ``Resize`` (->
 :class:`~sparkdl.nn.Upsample`, nearest or bilinear as PyTorch computes them).
 
 Each fails naming the node for what the layer cannot compute: asymmetric or automatic padding, an
@@ -56,8 +57,68 @@ def _conv_transpose(node, a, ctx):
     return ctx.layer(node, nn.ConvTranspose2d, config, inputs=[x], **tensors)
 
 
+def _per_channel(ctx, node, name, c):
+    """The constant other input of a Mul/Add ``node`` (the one that is not ``name``), as (C,) if it is one value
+    per channel of a (N, C, *) tensor, else None."""
+    other = [i for i in node.input if i != name]
+    value = ctx.graph.constants.get(other[0]) if len(other) == 1 else None
+    if value is None or value.size != c or value.ndim < 1 or value.shape[0] != c:
+        return None
+    return np.asarray(value, np.float32).reshape(c), other[0]
+
+
+def _is_shape_of(ctx, name, x, shape) -> bool:
+    """Whether value ``name`` is x's whole shape: ``Shape(x)`` or a constant ``[0 or -1, *shape[1:]]``."""
+    if name in ctx.graph.constants:
+        target = [int(t) for t in np.asarray(ctx.graph.constants[name]).reshape(-1)]
+        return bool(target) and target[0] in (0, -1) and tuple(target[1:]) == tuple(shape[1:])
+    producer = ctx.producers.get(name)
+    attrs = {} if producer is None else {at.name: at.i for at in producer.attribute}
+    return producer is not None and producer.op_type == "Shape" and producer.input[0] == x and \
+        attrs.get("start", 0) == 0 and attrs.get("end", len(shape)) >= len(shape)
+
+
+def _group_norm(node, a, ctx):
+    """PyTorch's GroupNorm export, ``Reshape(x, [0, G, -1])`` -> InstanceNormalization (unit scale, zero bias)
+    -> Reshape back to x's shape -> Mul by the weight -> Add the bias, as one GroupNorm; None for another graph."""
+    reshape = ctx.producers.get(node.input[0])
+    if reshape is None or reshape.op_type != "Reshape" or not ctx.is_const(reshape.input[1]):
+        return None
+    x, target = reshape.input[0], [int(t) for t in np.asarray(ctx.graph.constants[reshape.input[1]]).reshape(-1)]
+    shape = ctx.graph.shapes.get(x)
+    scale, bias = (ctx.graph.constants.get(node.input[i]) for i in (1, 2))
+    if len(target) != 3 or target[0] not in (0, -1) or target[2] != -1 or shape is None or len(shape) < 3 or \
+            None in shape[1:] or shape[1] % max(target[1], 1) or scale is None or bias is None or \
+            np.any(scale != 1) or np.any(bias != 0):
+        return None
+    back = ctx.sole_consumer(node.output[0])
+    if back is None or back.op_type != "Reshape" or not _is_shape_of(ctx, back.input[1], x, shape):
+        return None
+    c, out, tensors = int(shape[1]), back.output[0], {}
+    ctx.absorb(back)
+    for op, local in (("Mul", "weight"), ("Add", "bias")):
+        follow = ctx.sole_consumer(out)
+        found = _per_channel(ctx, follow, out, c) if follow is not None and follow.op_type == op else None
+        if found is None:
+            break
+        tensors[local] = found
+        ctx.absorb(follow)
+        out = follow.output[0]
+    ctx.graph.shapes[out] = shape  # shape inference may not see through the computed Reshape
+    if ctx.graph.types is not None:
+        ctx.graph.types[out] = ctx.graph.types.get(x) or 1  # TensorProto.FLOAT
+    if tensors:  # affine: a missing Mul or Add is a unit weight or zero bias
+        tensors.setdefault("weight", (np.ones(c, np.float32), None))
+        tensors.setdefault("bias", (np.zeros(c, np.float32), None))
+    config = {"num_groups": target[1], "num_channels": c, "eps": float(a["epsilon"]), "affine": bool(tensors)}
+    return ctx.layer(node, nn.GroupNorm, config, inputs=[x], output=out, **tensors)
+
+
 @converter("InstanceNormalization", attrs={"epsilon": 1e-5})
 def _instance_norm(node, a, ctx):
+    fused = _group_norm(node, a, ctx)
+    if fused is not None:
+        return fused
     x = ctx.activation(node, 0)
     shape = ctx.shape(node, x)
     if len(shape) < 3:
