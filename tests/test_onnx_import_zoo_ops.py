@@ -88,6 +88,8 @@ CASES = [
     ("Resize-align-corners-sizes", [_i("sizes", [2, 3, 9, 4]), helper.make_node(
         "Resize", ["x", "", "", "sizes"], ["y"], mode="linear", coordinate_transformation_mode="align_corners")],
      (3, 9, 4), 13, nn.Upsample, []),
+    ("Einsum", [helper.make_node("Einsum", ["x", "w"], ["y"], equation="nchw,wk->nchk")], (3, 4, 2), 12, nn.OnnxOp,
+     [("w", np.linspace(-1, 1, 10).reshape(5, 2).astype(np.float32))]),
     ("Pad-opset9", [helper.make_node("Pad", ["x"], ["y"], pads=[0, 1, 0, 0, 0, 2, 0, 0], value=-1.0)], (6, 4, 5),
      9, nn.OnnxOp, []),
 ]
@@ -161,6 +163,10 @@ def test_cast_like_and_constant_lists_fold():
     ([_c("scales", [1.0, 2.0, 1.0, 1.0]), helper.make_node("Resize", ["x", "", "scales"], ["y"], name="up",
                                                            mode="linear")], ["N", 6, 4, 5],
      r"node 'up' \(Resize\): scales \[1.0, 2.0, 1.0, 1.0\] resize the batch or channel axis"),
+    ([helper.make_node("Einsum", ["x"], ["y"], name="ein", equation="ncij->cij")], [3, 4, 5],
+     r"node 'ein' \(Einsum\): equation 'ncij->cij' moves or sums the batch axis of 'x'"),
+    ([helper.make_node("Einsum", ["x"], ["y"], name="ein", equation="ncii->nci")], ["N", 3, 4],
+     r"node 'ein' \(Einsum\): term 'ncii' of 'ncii->nci' repeats a letter"),
     ([helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="up", pads=[1, 0, 0, 0])], ["N", 1, 4, 6],
      r"node 'up' \(ConvTranspose\): pads \[1, 0, 0, 0\] .* are asymmetric"),
 ])

@@ -1,5 +1,5 @@
 """The generic ONNX operators the model zoo needs (nn.OnnxOp: Clip, HardSigmoid, PRelu, Erf, ReduceSum/Max/Min,
-variadic Sum/Mean/Max/Min, Pad): forward against a plain-numpy expression written here, backward (input and
+variadic Sum/Mean/Max/Min, Einsum, Pad): forward against a plain-numpy expression written here, backward (input and
 parameter gradients) by float64 central differences."""
 import math
 
@@ -47,6 +47,17 @@ CASES = [
     ("Max-broadcast", lambda: _op("Max", inputs=[X, _t("b"), _t("c")], parameters={"b": [4], "c": [3, 1]}),
      (2, 3, 4), "wide", lambda x, t: np.maximum(np.maximum(x, t["b"]), t["c"])),
     ("Min-single", lambda: _op("Min"), (2, 3), "normal", lambda x, t: x),
+    ("Einsum-linear", lambda: _op("Einsum", {"equation": "nci,ij->ncj"}, [X, _t("w")], {"w": [4, 2]}), (2, 3, 4),
+     "normal", lambda x, t: np.einsum("nci,ij->ncj", x, t["w"])),
+    ("Einsum-ellipsis-broadcast", lambda: _op("Einsum", {"equation": "...ij,...jk->...ik"}, [X, _t("w")],
+                                              {"w": [1, 4, 2]}), (2, 3, 3, 4), "normal",
+     lambda x, t: np.einsum("...ij,...jk->...ik", x, t["w"])),
+    ("Einsum-implicit-output", lambda: _op("Einsum", {"equation": "nj,jk"}, [X, _t("w")], {"w": [3, 5]}), (2, 3),
+     "normal", lambda x, t: (x @ t["w"]).T),  # implicit output: letters in alphabetical order, "kn"
+    ("Einsum-summed-letter", lambda: _op("Einsum", {"equation": "nij,k->nk"}, [X, _t("v")], {"v": [2]}), (2, 3, 4),
+     "normal", lambda x, t: np.einsum("nij,k->nk", x, t["v"])),
+    ("Einsum-outer-transpose", lambda: _op("Einsum", {"equation": "ni,j->nji"}, [X, _t("v")], {"v": [3]}), (2, 4),
+     "normal", lambda x, t: np.einsum("ni,j->nji", x, t["v"])),
     ("Pad-constant", lambda: _op("Pad", {"mode": "constant"}, [X, _v([0, 1, 2, 0, 2, 1]), _t("v")],
                                  buffers={"v": []}, values={"v": 0.5}), (2, 3, 4), "normal",
      lambda x, t: np.pad(x, [(0, 0), (1, 2), (2, 1)], constant_values=0.5)),
@@ -104,3 +115,19 @@ def test_integer_clip_and_reductions_for_shape_arithmetic():
     np.testing.assert_array_equal(nn.OnnxOp("Clip", {"min": 3.0, "max": 8.0})(shape), [3, 7, 8])
     np.testing.assert_array_equal(nn.OnnxOp("ReduceMax", {"keepdims": 0})(shape), 9)
     np.testing.assert_array_equal(nn.OnnxOp("Sum", inputs=[X, _v([1, 1, 1])])(shape), [3, 8, 10])
+
+
+def test_einsum_of_two_computed_operands_and_refused_diagonals():
+    from sparkdl.nn.onnx_op_einsum import check_equation
+    m = nn.OnnxOp("Einsum", {"equation": "bij,bjk->bik"}, inputs=[X, X]).astype(np.float64)
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 4, 5))
+    y, cache = m.forward((a, b))
+    np.testing.assert_allclose(y, a @ b, rtol=1e-12)
+    g = rng.standard_normal(y.shape)
+    ga, gb = m.backward(cache, g, m.zeros_like_parameters())
+    np.testing.assert_allclose(ga, g @ b.transpose(0, 2, 1), rtol=1e-12)
+    np.testing.assert_allclose(gb, a.transpose(0, 2, 1) @ g, rtol=1e-12)
+    assert "repeats a letter" in check_equation("nii->ni")
+    assert "malformed" in check_equation("ij->j->i")
+    assert check_equation("...ij, ...jk -> ...ik") is None

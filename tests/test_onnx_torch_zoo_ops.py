@@ -1,6 +1,6 @@
 """PyTorch parity, forward and backward, of the zoo's operators as both of PyTorch's exporters write them:
 ReLU6/Hardtanh/clamp (Clip), PReLU, Hardsigmoid, Hardswish, Softplus (with beta), erf, sum/amax/amin over
-axes, split, maximum/minimum, reflect and constant padding; ConvTranspose2d, InstanceNorm2d, GroupNorm and
+axes, split, maximum/minimum, reflect and constant padding, einsum; ConvTranspose2d, InstanceNorm2d, GroupNorm and
 nearest/bilinear interpolation -- and the native layers' export round trip (sparkdl -> ONNX -> onnxruntime and
 back)."""
 import numpy as np
@@ -21,6 +21,8 @@ class ZooOps(torch.nn.Module):
         super().__init__()
         self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
         self.prelu, self.prelu1 = torch.nn.PReLU(4), torch.nn.PReLU()
+        self.mix = torch.nn.Module()
+        self.mix.weight = torch.nn.Parameter(torch.linspace(-1, 1, 36).reshape(6, 6))
         with torch.no_grad():
             self.prelu.weight.copy_(torch.tensor([0.1, -0.2, 0.3, 0.05]))
 
@@ -33,7 +35,8 @@ class ZooOps(torch.nn.Module):
         m = torch.maximum(p, q[:, :1]) + torch.minimum(p, q[:, 1:2])
         r = F.pad(h, (1, 1, 2, 0), mode="reflect")[:, :, 1:-1, 1:-1]
         c = F.pad(h, (1, 1, 1, 1), value=0.5)[:, :, :-2, 2:]
-        return a + b + s + m + r + c + self.prelu1(h)
+        e = torch.einsum("nchw,wv->nchv", h, self.mix.weight)
+        return a + b + s + m + r + c + e + self.prelu1(h)
 
 
 class ZooSpatial(torch.nn.Module):

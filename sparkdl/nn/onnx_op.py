@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from sparkdl.nn.module import Module
+from sparkdl.nn.onnx_op_einsum import EINSUM_OPS
 from sparkdl.nn.onnx_op_elementwise import ELEMENTWISE_OPS, unbroadcast
 from sparkdl.nn.onnx_op_reduce import REDUCE_OPS
 from sparkdl.nn.onnx_op_spatial import SPATIAL_OPS
@@ -251,6 +252,7 @@ ONNX_OPS = {
     **ELEMENTWISE_OPS,
     **REDUCE_OPS,
     **SPATIAL_OPS,
+    **EINSUM_OPS,
 }
 
 
@@ -268,8 +270,9 @@ class OnnxOp(Module):
         ``Reshape``, ``Squeeze``/``Unsqueeze``, ``Slice``, ``Gather``, ``Concat``, ``Softmax``, ``ReduceMean``,
         ``Expand``, ``Where``, ``Cast``, ``Sqrt``/``Neg``/``Exp``/``Reciprocal``, ``Shape``,
         ``ConstantOfShape``, comparisons, ``IsNaN``, ``Mod``; and from the modules ``onnx_op_elementwise``,
-        ``onnx_op_reduce``, ``onnx_op_spatial``: ``Clip``, ``HardSigmoid``, ``PRelu``, ``Erf``,
-        ``ReduceSum``/``ReduceMax``/``ReduceMin``, variadic ``Sum``/``Mean``/``Max``/``Min``, ``Pad``).
+        ``onnx_op_reduce``, ``onnx_op_spatial``, ``onnx_op_einsum``: ``Clip``, ``HardSigmoid``, ``PRelu``,
+        ``Erf``, ``ReduceSum``/``ReduceMax``/``ReduceMin``, variadic ``Sum``/``Mean``/``Max``/``Min``, ``Pad``,
+        ``Einsum``).
     attrs : dict, optional
         The node's attributes as plain values (ONNX names and semantics).
     inputs : list, optional

@@ -22,6 +22,7 @@ import numpy as np
 
 from sparkdl import nn
 from sparkdl.nn.onnx_op import CASTS, ONNX_OPS
+from sparkdl.nn.onnx_op_einsum import output_shape as einsum_output_shape
 from sparkdl.nn.onnx_op_spatial import pad_widths
 from sparkdl.onnx.converters import converter, describe
 from sparkdl.onnx.reader import tensor_array
@@ -83,6 +84,8 @@ def result_elements(op_type: str, args: list, attrs: dict) -> int | None:
         return _elements(x[:axis] + idx + x[axis + 1:])
     if op_type == "Concat":
         return sum(_elements(s) for s in shapes)
+    if op_type == "Einsum":
+        return _elements(einsum_output_shape(attrs["equation"], shapes))
     if op_type == "Pad":  # grows by the pads (negative pads crop)
         pads = args[1] if len(args) > 1 and args[1] is not None else attrs["pads"]
         widths = pad_widths(shapes[0], pads, args[3] if len(args) > 3 else None)

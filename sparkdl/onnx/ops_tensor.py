@@ -1,8 +1,8 @@
 """Converters of tensor operators that import as generic nodes (:class:`~sparkdl.nn.OnnxOp`): reductions
 (``ReduceMean``/``ReduceSum``/``ReduceMax``/``ReduceMin``; a ReduceMean over the spatial axes of an image is
 an :class:`~sparkdl.nn.AdaptiveAvgPool2d`), variadic ``Sum``/``Mean``/``Max``/``Min``, ``Split`` (one Slice
-per output), ``Pad`` and ``CastLike`` (a Cast to the other input's element type, which the dynamo exporter
-writes around constants).
+per output), ``Pad``, ``Einsum`` and ``CastLike`` (a Cast to the other input's element type, which the
+dynamo exporter writes around constants).
 
 What would mix the samples of a batch is refused where the batch axis is known (a batch-first tensor reduced,
 split or padded along axis 0); on constants the nodes fold at import, their size predicted first
@@ -14,6 +14,7 @@ import numpy as np
 
 from sparkdl import nn
 from sparkdl.nn.onnx_op import CASTS
+from sparkdl.nn.onnx_op_einsum import check_equation
 from sparkdl.nn.onnx_op_spatial import pad_widths
 from sparkdl.onnx.converters import converter
 from sparkdl.onnx.generic import batch_first, check_reduce, generic
@@ -115,3 +116,19 @@ def _pad(node, a, ctx):
     if ctx.opset < 11:
         attrs.update(pads=[int(p) for p in a["pads"]], value=float(a["value"]))
     return generic(node, ctx, attrs)
+
+
+@converter("Einsum", attrs={"equation": ""})
+def _einsum(node, a, ctx):
+    """Einsum without diagonals; an explicit output keeps the batch letter of batch-first operands first."""
+    equation = str(a["equation"])
+    problem = check_equation(equation)
+    if problem is not None:
+        ctx.fail(node, problem)
+    lhs, arrow, rhs = equation.replace(" ", "").partition("->")
+    for term, name in zip(lhs.split(","), node.input):
+        lead = "..." if term.startswith("...") else term[:1]
+        if arrow and batch_first(ctx, name) and not rhs.startswith(lead):
+            ctx.fail(node, f"equation {equation!r} moves or sums the batch axis of {name!r} (its first letter "
+                           f"{lead!r}); supported: an output that starts with it")
+    return generic(node, ctx, {"equation": equation})
