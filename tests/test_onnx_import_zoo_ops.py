@@ -90,6 +90,7 @@ CASES = [
      (3, 9, 4), 13, nn.Upsample, []),
     ("Einsum", [helper.make_node("Einsum", ["x", "w"], ["y"], equation="nchw,wk->nchk")], (3, 4, 2), 12, nn.OnnxOp,
      [("w", np.linspace(-1, 1, 10).reshape(5, 2).astype(np.float32))]),
+    ("LRN", [helper.make_node("LRN", ["x"], ["y"], size=3, alpha=0.2, beta=0.5, bias=1.5)], S, 13, nn.OnnxOp, []),
     ("Pad-opset9", [helper.make_node("Pad", ["x"], ["y"], pads=[0, 1, 0, 0, 0, 2, 0, 0], value=-1.0)], (6, 4, 5),
      9, nn.OnnxOp, []),
 ]

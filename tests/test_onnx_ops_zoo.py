@@ -1,5 +1,5 @@
 """The generic ONNX operators the model zoo needs (nn.OnnxOp: Clip, HardSigmoid, PRelu, Erf, ReduceSum/Max/Min,
-variadic Sum/Mean/Max/Min, Einsum, Pad): forward against a plain-numpy expression written here, backward (input and
+variadic Sum/Mean/Max/Min, Einsum, Pad, LRN): forward against a plain-numpy expression written here, backward (input and
 parameter gradients) by float64 central differences."""
 import math
 
@@ -17,6 +17,15 @@ def _f(value):
 
 def _erf(x):
     return np.vectorize(math.erf)(x)
+
+
+def _lrn(x, size, alpha, beta, bias):
+    """ONNX's LRN written out channel by channel."""
+    y = np.empty_like(x)
+    for c in range(x.shape[1]):
+        lo, hi = max(0, c - (size - 1) // 2), min(x.shape[1] - 1, c + size - 1 - (size - 1) // 2)
+        y[:, c] = x[:, c] / (bias + alpha / size * (x[:, lo:hi + 1] ** 2).sum(1)) ** beta
+    return y
 
 
 # (id, module, input shape(s), input kind, numpy reference of (x, tensors))
@@ -58,6 +67,10 @@ CASES = [
      "normal", lambda x, t: np.einsum("nij,k->nk", x, t["v"])),
     ("Einsum-outer-transpose", lambda: _op("Einsum", {"equation": "ni,j->nji"}, [X, _t("v")], {"v": [3]}), (2, 4),
      "normal", lambda x, t: np.einsum("ni,j->nji", x, t["v"])),
+    ("LRN-odd", lambda: _op("LRN", {"size": 3, "alpha": 0.3, "beta": 0.75, "bias": 2.0}), (2, 5, 3, 2), "normal",
+     lambda x, t: _lrn(x, 3, 0.3, 0.75, 2.0)),
+    ("LRN-even-3d", lambda: _op("LRN", {"size": 4, "alpha": 0.5, "beta": 0.6, "bias": 1.0}), (2, 6, 3), "normal",
+     lambda x, t: _lrn(x, 4, 0.5, 0.6, 1.0)),
     ("Pad-constant", lambda: _op("Pad", {"mode": "constant"}, [X, _v([0, 1, 2, 0, 2, 1]), _t("v")],
                                  buffers={"v": []}, values={"v": 0.5}), (2, 3, 4), "normal",
      lambda x, t: np.pad(x, [(0, 0), (1, 2), (2, 1)], constant_values=0.5)),
@@ -131,3 +144,16 @@ def test_einsum_of_two_computed_operands_and_refused_diagonals():
     assert "repeats a letter" in check_equation("nii->ni")
     assert "malformed" in check_equation("ij->j->i")
     assert check_equation("...ij, ...jk -> ...ik") is None
+
+
+def test_lrn_matches_torch_local_response_norm():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(4).standard_normal((2, 7, 3, 3)).astype(np.float32)
+    m = nn.OnnxOp("LRN", {"size": 5, "alpha": 0.01, "beta": 0.75, "bias": 1.5})
+    y, cache = m.forward(x)
+    xt = torch.from_numpy(x).requires_grad_(True)
+    yt = torch.nn.LocalResponseNorm(5, alpha=0.01, beta=0.75, k=1.5)(xt)
+    g = np.random.default_rng(5).standard_normal(y.shape).astype(np.float32)
+    yt.backward(torch.from_numpy(g))
+    np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m.backward(cache, g, m.zeros_like_parameters()), xt.grad.numpy(), rtol=1e-4, atol=1e-5)

@@ -272,7 +272,7 @@ class OnnxOp(Module):
         ``ConstantOfShape``, comparisons, ``IsNaN``, ``Mod``; and from the modules ``onnx_op_elementwise``,
         ``onnx_op_reduce``, ``onnx_op_spatial``, ``onnx_op_einsum``: ``Clip``, ``HardSigmoid``, ``PRelu``,
         ``Erf``, ``ReduceSum``/``ReduceMax``/``ReduceMin``, variadic ``Sum``/``Mean``/``Max``/``Min``, ``Pad``,
-        ``Einsum``).
+        ``LRN``, ``Einsum``).
     attrs : dict, optional
         The node's attributes as plain values (ONNX names and semantics).
     inputs : list, optional

@@ -1,5 +1,6 @@
 """Spatial ONNX operators for :class:`sparkdl.nn.OnnxOp` (numpy on whole arrays, forward and backward side by
-side): ``Pad`` in its four modes (constant, reflect, edge, wrap; negative pads crop).
+side): ``Pad`` in its four modes (constant, reflect, edge, wrap; negative pads crop) and ``LRN`` (local
+response normalisation across channels, AlexNet/GoogLeNet's).
 
 The backward of a pad is the adjoint of its gather: every output element adds its gradient to the input
 element it copies (reflect/edge/wrap copy an element several times), found by padding an array of element
@@ -54,7 +55,34 @@ def _pad():
     return forward, backward
 
 
+def _channel_window_sum(a, before: int, after: int):
+    """``out[:, c] = sum(a[:, c - before : c + after + 1])`` along axis 1 (zero outside), by cumulative sums."""
+    widths = [(0, 0)] * a.ndim
+    widths[1] = (before + 1, after)
+    c = np.cumsum(np.pad(a, widths), axis=1)
+    n = a.shape[1]
+    return c[:, before + after + 1:before + after + 1 + n] - c[:, :n]
+
+
+def _lrn():
+    """Local response normalisation across channels: ``y = x / (bias + alpha / size * S) ** beta`` with ``S`` the
+    sum of squares over the ``size`` channels around each (``(size - 1) // 2`` before, the rest after)."""
+    def forward(xs, a):
+        x, size = xs[0], int(a["size"])
+        before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
+        d = a.get("bias", 1.0) + a.get("alpha", 1e-4) / size * _channel_window_sum(x * x, before, after)
+        return (x * d ** -a.get("beta", 0.75)).astype(x.dtype), (x, d, before, after)
+
+    def backward(cache, g, a):
+        x, d, before, after = cache
+        beta, scale = a.get("beta", 0.75), a.get("alpha", 1e-4) / int(a["size"])
+        t = g * x * d ** (-beta - 1)  # channel c's sum of squares feeds the channels j whose window holds c
+        return ((g * d ** -beta - 2 * beta * scale * x * _channel_window_sum(t, after, before)).astype(g.dtype),)
+    return forward, backward
+
+
 #: op_type -> (forward, backward), merged into :data:`sparkdl.nn.onnx_op.ONNX_OPS`.
 SPATIAL_OPS = {
     "Pad": _pad(),
+    "LRN": _lrn(),
 }

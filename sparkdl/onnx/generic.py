@@ -52,7 +52,8 @@ def _local(source: str, index: int, taken: set) -> str:
 #: Operators whose result never has more elements than their largest input.
 _NOT_GROWING = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Slice", "Softmax",
                           "ReduceMean", "Cast", "Sqrt", "Neg", "Exp", "Reciprocal", "Shape", "Not", "IsNaN",
-                          "Clip", "HardSigmoid", "Erf", "ReduceSum", "ReduceMax", "ReduceMin"})
+                          "Clip", "HardSigmoid", "Erf", "ReduceSum", "ReduceMax", "ReduceMin",
+                          "LRN"})
 _BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Where", "Equal", "Less", "Greater", "Mod", "PRelu",
                            "Sum", "Mean", "Max", "Min"})
 

@@ -1,7 +1,7 @@
 """Converters of tensor operators that import as generic nodes (:class:`~sparkdl.nn.OnnxOp`): reductions
 (``ReduceMean``/``ReduceSum``/``ReduceMax``/``ReduceMin``; a ReduceMean over the spatial axes of an image is
 an :class:`~sparkdl.nn.AdaptiveAvgPool2d`), variadic ``Sum``/``Mean``/``Max``/``Min``, ``Split`` (one Slice
-per output), ``Pad``, ``Einsum`` and ``CastLike`` (a Cast to the other input's element type, which the
+per output), ``Pad``, ``LRN``, ``Einsum`` and ``CastLike`` (a Cast to the other input's element type, which the
 dynamo exporter writes around constants).
 
 What would mix the samples of a batch is refused where the batch axis is known (a batch-first tensor reduced,
@@ -17,7 +17,7 @@ from sparkdl.nn.onnx_op import CASTS
 from sparkdl.nn.onnx_op_einsum import check_equation
 from sparkdl.nn.onnx_op_spatial import pad_widths
 from sparkdl.onnx.converters import converter
-from sparkdl.onnx.generic import batch_first, check_reduce, generic
+from sparkdl.onnx.generic import batch_first, check_reduce, generic, plain
 
 __all__: list[str] = []  # converters register themselves
 
@@ -56,6 +56,16 @@ for _op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"):
     _reduce(_op)
 for _op in ("Sum", "Mean", "Max", "Min"):
     converter(_op, attrs={})(lambda node, a, ctx: generic(node, ctx))
+
+
+def _check_lrn(node, a, ctx):
+    shape = ctx.graph.shapes.get(node.input[0])
+    if a["size"] is None or a["size"] < 1 or shape is None or len(shape) < 3:
+        ctx.fail(node, f"size={a['size']} on an input of shape {shape}; supported: size >= 1 over the channels of "
+                       "an (N, C, *) input")
+
+
+plain("LRN", {"alpha": 1e-4, "beta": 0.75, "bias": 1.0, "size": None}, _check_lrn)
 
 
 @converter("CastLike", attrs={"saturate": 1})
