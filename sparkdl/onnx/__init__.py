@@ -1,13 +1,17 @@
 """Model exchange through ONNX: :func:`load` an ONNX file as a sparkdl module, :func:`save` one as ONNX.
 
 Import covers the operators that map onto sparkdl's layers (:func:`supported_ops`; ai.onnx opsets
-:data:`MIN_OPSET`..:data:`MAX_OPSET`): Gemm, MatMul(+Add), Conv, pooling, BatchNormalization, activations,
+:data:`MIN_OPSET`..:data:`MAX_OPSET`), as both of PyTorch's exporters write them (``dynamo=True`` and
+``dynamo=False``): Gemm, MatMul(+Add), Conv, ConvTranspose, pooling, BatchNormalization,
+InstanceNormalization (and PyTorch's GroupNorm pattern), Resize (nearest, bilinear), activations (Clip as
+ReLU6/Hardtanh, HardSigmoid, HardSwish, PRelu, Softplus, Sigmoid and SiLU as ``x * Sigmoid(x)``, ...),
 Flatten, Reshape, Dropout, Identity, Add, Concat, and the sequence layers -- Gather of a weight table
 (Embedding), LSTM, GRU (``linear_before_reset=1``, PyTorch's cell), RNN (tanh/relu), LayerNormalization.
 What no layer expresses -- the attention arithmetic of an exported MultiheadAttention or
 TransformerEncoderLayer (MatMul of two activations, Transpose, Softmax over any axis, Mul/Div/Add/Sub by
 constants, Where, ...), the glue around recurrent nodes and the shape arithmetic of a dynamic batch (Shape,
-Gather, Slice, Concat, Unsqueeze, Squeeze, Expand, ConstantOfShape, Cast, ...) -- imports as generic
+Gather, Slice, Concat, Unsqueeze, Squeeze, Expand, ConstantOfShape, Cast, CastLike, ...), reductions, Split,
+Pad, Sum/Min/Max, Erf, Einsum, LRN -- imports as generic
 :class:`~sparkdl.nn.OnnxOp` nodes (numpy on whole arrays, with backward). A chain becomes a
 :class:`~sparkdl.nn.Sequential`, anything else a :class:`~sparkdl.nn.Graph`; initializers become parameters
 and buffers named like the exporting model's PyTorch ``state_dict``. Graph inputs are float32, or int64/int32
