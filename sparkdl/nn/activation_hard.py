@@ -40,6 +40,8 @@ class Hardtanh(_Elementwise):
     """
 
     _cache_output = False
+    _kernels = (K.hardtanh_forward, K.hardtanh_backward)
+    _params = ("min_val", "max_val")
 
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0):
         super().__init__()
@@ -50,16 +52,9 @@ class Hardtanh(_Elementwise):
             raise ValueError(f"{name}: max_val must be greater than min_val (neither NaN), got min_val="
                              f"{self.min_val}, max_val={self.max_val}")
 
-    def _fwd(self, x):
-        return K.hardtanh_forward(x, self.min_val, self.max_val)
-
-    def _bwd(self, x, grad_y):
-        return K.hardtanh_backward(x, grad_y, self.min_val, self.max_val)
-
     def get_config(self):
         # JSON has no infinity: an unbounded side is None
-        return {"min_val": None if math.isinf(self.min_val) else self.min_val,
-                "max_val": None if math.isinf(self.max_val) else self.max_val}
+        return {p: None if math.isinf(getattr(self, p)) else getattr(self, p) for p in self._params}
 
 
 class ReLU6(Hardtanh):
@@ -86,12 +81,7 @@ class Hardsigmoid(_Elementwise):
     """
 
     _cache_output = False
-
-    def _fwd(self, x):
-        return K.hardsigmoid_forward(x)
-
-    def _bwd(self, x, grad_y):
-        return K.hardsigmoid_backward(x, grad_y)
+    _kernels = (K.hardsigmoid_forward, K.hardsigmoid_backward)
 
 
 class Hardswish(_Elementwise):
@@ -102,9 +92,4 @@ class Hardswish(_Elementwise):
     """
 
     _cache_output = False
-
-    def _fwd(self, x):
-        return K.hardswish_forward(x)
-
-    def _bwd(self, x, grad_y):
-        return K.hardswish_backward(x, grad_y)
+    _kernels = (K.hardswish_forward, K.hardswish_backward)
