@@ -3,8 +3,8 @@ with squeeze-excitation) import from both of PyTorch's exporters -- ``torch.onnx
 the default dynamo exporter -- with eval outputs within 1e-4 (relative to the largest output) of PyTorch's,
 and one training step's gradients (BatchNorm in training mode) within 1e-4 of PyTorch's, parameter by name.
 
-The full networks are slow (the dynamo exporter takes ~10 s for MobileNetV2); the fast tests use the same
-blocks in shorter tables. For the gradients, the exports keep their BatchNormalization nodes (legacy:
+The full networks take ~10 s per test (most of it the dynamo exporter, plus ~12 s once per process to load
+it); the short ones (the same blocks in shorter tables) check the float32 gradients. For the gradients, the exports keep their BatchNormalization nodes (legacy:
 ``TrainingMode.PRESERVE``; dynamo: ``optimize=False``, whose optimiser would fold them into the convolutions).
 """
 import numpy as np
@@ -38,13 +38,12 @@ MODELS = {
     "mobilenet_v2": (lambda dropout: MobileNetV2(10, dropout=dropout), 64),
     "mobilenet_v3_small": (lambda dropout: MobileNetV3Small(10, dropout=dropout), 64),
 }
-SLOW = {"mobilenet_v2", "mobilenet_v3_small"}
+FULL = {"mobilenet_v2", "mobilenet_v3_small"}  # ~10 s each (dynamo export), the rest ~2 s
 EXPORTERS = ("legacy", "dynamo")
 
 
 def _params(names):
-    return [pytest.param(m, e, marks=[pytest.mark.slow] if m in SLOW else [], id=f"{m}-{e}")
-            for m in names for e in EXPORTERS]
+    return [pytest.param(m, e, id=f"{m}-{e}") for m in names for e in EXPORTERS]
 
 
 def _model(name, dropout=0.2, seed=0):
@@ -85,7 +84,7 @@ def test_training_step_gradients_match_torch(name, exporter):
     ones by up to 5% (MobileNetV2 at 64x64, BatchNorm over 8 values per channel in the last blocks)."""
     tm, x = _model(name, dropout=0.0)
     model = sonnx.load(_export(tm, x, exporter, keep_batchnorm=True))
-    if name in SLOW:
+    if name in FULL:
         model.astype(np.float64)
         tm.double()
         x = x.astype(np.float64)
@@ -128,3 +127,27 @@ def test_mobilenet_v2_imports_relu6_as_layers_and_exports_back(tmp_path):
         (y,) = session.run(None, {session.get_inputs()[0].name: x})
         np.testing.assert_allclose(y, model(x), rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(sonnx.load(path)(x), model(x), rtol=1e-6, atol=1e-6)
+
+
+def test_mobilenet_v2_from_both_exporters_with_every_default():
+    """``torch.onnx.export(model, (x,))`` with nothing else (dynamo: a static batch, opset 20; legacy: opset
+    20): the import still takes any batch size."""
+    import io
+    import logging
+    import warnings
+    tm, x = _model("mobilenet_v2-mini")
+    tm.eval()
+    logging.disable(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            buf = io.BytesIO()
+            torch.onnx.export(tm, (torch.from_numpy(x),), buf, dynamo=False)
+            files = [buf.getvalue(), torch.onnx.export(tm, (torch.from_numpy(x),)).model_proto.SerializeToString()]
+    finally:
+        logging.disable(logging.NOTSET)
+    x3 = np.concatenate([x, x[:1] * 0.5])
+    with torch.no_grad():
+        expected = tm(torch.from_numpy(x3)).numpy()
+    for data in files:
+        assert _relative(sonnx.load(data)(x3), expected) < 1e-4
