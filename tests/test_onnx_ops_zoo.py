@@ -143,6 +143,7 @@ def test_einsum_of_two_computed_operands_and_refused_diagonals():
     np.testing.assert_allclose(gb, a.transpose(0, 2, 1) @ g, rtol=1e-12)
     assert "repeats a letter" in check_equation("nii->ni")
     assert "malformed" in check_equation("ij->j->i")
+    assert "in no operand" in check_equation("ij->ijk")
     assert check_equation("...ij, ...jk -> ...ik") is None
 
 

@@ -30,6 +30,9 @@ def check_equation(equation: str) -> str | None:
         if "." in letters or len(set(letters)) != len(letters):
             return f"term {term!r} of {equation!r} repeats a letter (a diagonal) or a stray '.'; supported: " \
                    "distinct letters per operand"
+    unknown = set(rhs.replace("...", "")) - set(lhs)
+    if unknown:
+        return f"output letters {sorted(unknown)} of {equation!r} are in no operand"
     return None
 
 
