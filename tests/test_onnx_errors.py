@@ -3,6 +3,7 @@ is supported where there is one); 200 fuzzed files give only OnnxImportError or 
 import numpy as np
 import pytest
 
+from sparkdl import nn
 from tests.onnx_helpers import make_model
 
 onnx = pytest.importorskip("onnx")
@@ -72,7 +73,9 @@ def test_initializer_shape_mismatch():
 
 
 def test_unsupported_attribute_value_names_node():
-    _error(_conv_net(pads=(1, 0, 1, 2)), r"node ./conv/Conv. \(Conv\): pads \[1, 0, 1, 2\].*asymmetric")
+    pool = make_model([helper.make_node("MaxPool", ["x"], ["y"], name="/pool", kernel_shape=[2, 2],
+                                        pads=[1, 0, 0, 0])], [("x", ["N", 1, 4, 4])], [("y", ["N", 1, 4, 3])])
+    _error(pool, r"node '/pool' \(MaxPool\): pads \[1, 0, 0, 0\].*asymmetric")
     flat = make_model([helper.make_node("Flatten", ["x"], ["y"], name="/Flatten", axis=2)], [("x", ["N", 2, 3])],
                       [("y", [None, 3])])
     _error(flat, r"node '/Flatten' \(Flatten\): axis=2 .* supported: axis=1")
@@ -154,8 +157,15 @@ def test_same_padding_and_its_asymmetric_case():
     model = sonnx.load(_single(node, ["N", 1, 5, 5], ["N", 2, 5, 5], [("w", w)]))
     conv = [m for _, m in model.named_modules() if type(m).__name__ == "Conv2d"][0]
     assert conv.padding == (1, 1)
+    # asymmetric (pads [0, 0, 1, 1]): a zero Pad, then an unpadded Conv2d
     node = helper.make_node("Conv", ["x", "w"], ["y"], name="c", auto_pad="SAME_UPPER", strides=[2, 2])
-    _error(_single(node, ["N", 1, 6, 6], ["N", 2, 3, 3], [("w", w)]), r"pads \[0, 0, 1, 1\].*asymmetric")
+    model = sonnx.load(_single(node, ["N", 1, 6, 6], ["N", 2, 3, 3], [("w", w)]))
+    conv = [m for _, m in model.named_modules() if type(m).__name__ == "Conv2d"][0]
+    assert conv.padding == (0, 0)
+    x = np.random.default_rng(1).standard_normal((2, 1, 6, 6)).astype(np.float32)
+    expected = nn.Conv2d(1, 2, 3, stride=2, bias=False)
+    expected.weight[...] = w
+    np.testing.assert_allclose(model(x), expected(np.pad(x, [(0, 0), (0, 0), (0, 1), (0, 1)])), rtol=1e-6, atol=1e-6)
 
 
 def test_constant_add_reshape_and_optional_outputs():

@@ -75,6 +75,10 @@ CASES = [
                           ("up.bias", np.array([0.1, -0.2], np.float32))]),
     ("ConvTranspose-groups", [helper.make_node("ConvTranspose", ["x", "w"], ["y"], group=3, dilations=[2, 1])],
      (3, 6, 6), 13, nn.ConvTranspose2d, [("w", np.linspace(-1, 1, 3 * 2 * 2).reshape(3, 1, 2, 2).astype(np.float32))]),
+    ("Conv-same-lower", [helper.make_node("Conv", ["x", "c.weight"], ["y"], auto_pad="SAME_LOWER", strides=[2, 2])],
+     (2, 2, 3), 13, nn.Conv2d, [("c.weight", np.linspace(-1, 1, 2 * 3 * 4 * 2).reshape(2, 3, 4, 2).astype(np.float32))]),
+    ("Conv-asymmetric-pads", [helper.make_node("Conv", ["x", "c.weight"], ["y"], pads=[0, 2, 1, 0])], (2, 4, 6), 13,
+     nn.Conv2d, [("c.weight", np.linspace(-1, 1, 2 * 3 * 4).reshape(2, 3, 2, 2).astype(np.float32))]),
     ("InstanceNormalization", [helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-3)], S,
      17, nn.GroupNorm, [("s", np.array([0.5, 1.0, 2.0], np.float32)), ("b", np.array([0.0, 0.3, -1.0], np.float32))]),
     ("Resize-nearest-scales", [_c("scales", [1.0, 1.0, 2.0, 3.0]), helper.make_node(

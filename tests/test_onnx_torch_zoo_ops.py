@@ -87,6 +87,37 @@ def test_forward_and_backward_match_torch(exporter, net):
                                    err_msg=name)
 
 
+PADDED_CONVS = {
+    "same-even-kernel": lambda: torch.nn.Sequential(torch.nn.Conv2d(3, 4, 4, padding="same")),
+    "zeropad-stride2": lambda: torch.nn.Sequential(torch.nn.ZeroPad2d((0, 1, 0, 1)), torch.nn.Conv2d(3, 4, 3, 2)),
+    "reflect-then-conv": lambda: torch.nn.Sequential(torch.nn.ReflectionPad2d((2, 1, 0, 1)), torch.nn.Conv2d(3, 4, 3)),
+}
+
+
+@pytest.mark.parametrize("exporter", ["legacy-17", "dynamo"])
+@pytest.mark.parametrize("name", PADDED_CONVS)
+def test_asymmetric_padding_before_a_convolution(exporter, name):
+    """Asymmetric Conv pads (what the dynamo exporter makes of a ZeroPad2d + Conv2d, and padding='same' with an
+    even kernel) import as a zero Pad and a Conv2d; the legacy exporter's computed pads fold."""
+    torch.manual_seed(1)
+    tm = PADDED_CONVS[name]()
+    x = np.random.default_rng(3).standard_normal((2, 3, 8, 7)).astype(np.float32)
+    model = sonnx.load(_export(exporter, tm, x))
+    assert any(isinstance(m, nn.Conv2d) for _, m in model.named_modules())
+    y, cache = model.forward(x)
+    xt = torch.from_numpy(x).requires_grad_(True)
+    yt = tm(xt)
+    np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-5, atol=1e-5)
+    gy = np.random.default_rng(4).standard_normal(y.shape).astype(np.float32)
+    gp = model.zeros_like_parameters()
+    gx = model.backward(cache, gy, gp)
+    yt.backward(torch.from_numpy(gy))
+    np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-4, atol=1e-4)
+    grads = model.parameter_layout().views(gp)
+    for pname, p in tm.named_parameters():
+        np.testing.assert_allclose(grads[pname], p.grad.numpy(), rtol=1e-4, atol=1e-4, err_msg=pname)
+
+
 NATIVE = [
     ("relu6-hardtanh", lambda: nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU6(), nn.Hardtanh(-0.3, 0.6),
                                              nn.Hardtanh(None, 0.4), nn.Hardtanh(0.1, None)), (2, 5, 5), 20),

@@ -1,7 +1,8 @@
 """One converter per ONNX operator (opsets 9..22), registered in :data:`sparkdl.onnx.converters.CONVERTERS`.
 
 Each function checks what sparkdl's layer cannot express (an attribute value, a dynamic or batch-mixing shape,
-asymmetric padding) and fails naming the node, the operator and what is supported.
+asymmetric pooling padding) and fails naming the node, the operator and what is supported; a Conv with
+asymmetric padding becomes a generic zero Pad and an unpadded Conv2d.
 """
 from __future__ import annotations
 
@@ -161,8 +162,8 @@ def _concat(node, a, ctx):
 
 
 # ------------------------------------------------------------------------------------------------- conv / pool
-def _pads(ctx, node, a, x_shape, kernel, strides, dilations):
-    """ONNX pads/auto_pad -> symmetric (pad_h, pad_w), or fail."""
+def _pad_list(ctx, node, a, x_shape, kernel, strides, dilations) -> list:
+    """ONNX pads/auto_pad -> [top, left, bottom, right], or fail."""
     auto = a.get("auto_pad", "NOTSET")
     if auto in ("NOTSET", "VALID"):
         pads = list(a.get("pads") or [0, 0, 0, 0]) if auto == "NOTSET" else [0, 0, 0, 0]
@@ -171,12 +172,29 @@ def _pads(ctx, node, a, x_shape, kernel, strides, dilations):
         for i in range(2):
             size = x_shape[2 + i]
             total = max((-(-size // strides[i]) - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - size, 0)
-            pads[i], pads[i + 2] = total // 2, total - total // 2
+            small, large = total // 2, total - total // 2  # SAME_UPPER puts the odd one at the end
+            pads[i], pads[i + 2] = (small, large) if auto == "SAME_UPPER" else (large, small)
     else:
         ctx.fail(node, f"auto_pad={auto!r}; supported: NOTSET, VALID, SAME_UPPER, SAME_LOWER")
-    if len(pads) != 4 or pads[0] != pads[2] or pads[1] != pads[3]:
+    if len(pads) != 4:
+        ctx.fail(node, f"pads {pads}; supported: 4 values (2-D spatial input)")
+    return [int(p) for p in pads]
+
+
+def _pads(ctx, node, a, x_shape, kernel, strides, dilations):
+    """ONNX pads/auto_pad -> symmetric (pad_h, pad_w), or fail."""
+    pads = _pad_list(ctx, node, a, x_shape, kernel, strides, dilations)
+    if pads[0] != pads[2] or pads[1] != pads[3]:
         ctx.fail(node, f"pads {pads} (begin/end per axis) are asymmetric; supported: equal padding at both ends")
-    return int(pads[0]), int(pads[1])
+    return pads[0], pads[1]
+
+
+def _explicit_pad(ctx, node, x, pads):
+    """A generic zero Pad of ``x`` by [top, left, bottom, right], before a node whose padding is asymmetric;
+    returns (its Layer, its output value)."""
+    name, out = f"{node.output[0]}/pads", f"{node.output[0]}/padded"
+    ctx.graph.constants[name] = np.array([0, 0, pads[0], pads[1], 0, 0, pads[2], pads[3]], np.int64)
+    return generic(node, ctx, {"mode": "constant"}, inputs=[x, name], op_type="Pad", output=out), out
 
 
 def _pair(ctx, node, a, name, default=(1, 1)):
@@ -206,7 +224,10 @@ def _conv(node, a, ctx):
         ctx.fail(node, f"weight {node.input[1]!r} of shape {w.shape} with group={groups} does not fit an input "
                        f"of shape {shape} (expected W.shape[1] * group == {shape[1]} channels)")
     strides, dilations = _pair(ctx, node, a, "strides"), _pair(ctx, node, a, "dilations")
-    padding = _pads(ctx, node, a, shape, w.shape[2:], strides, dilations)
+    pads = _pad_list(ctx, node, a, shape, w.shape[2:], strides, dilations)
+    padding, pad_layer, x_in = pads[:2], None, x
+    if pads[:2] != pads[2:]:  # padding="same" with an even kernel, or a ZeroPad2d fused by the exporter
+        (pad_layer, x_in), padding = _explicit_pad(ctx, node, x, pads), [0, 0]
     b = ctx.const(node, 2, "B")
     if b is not None and node.input[2] in ctx.producers and not np.any(b):
         b = None  # a zero bias computed in the graph (the unoptimised dynamo export of bias=False) is no weight
@@ -218,7 +239,8 @@ def _conv(node, a, ctx):
     config = {"in_channels": int(shape[1]), "out_channels": int(w.shape[0]), "kernel_size": list(w.shape[2:]),
               "stride": strides, "padding": list(padding), "dilation": dilations, "groups": groups,
               "bias": b is not None}
-    return ctx.layer(node, nn.Conv2d, config, inputs=[x], **tensors)
+    conv = ctx.layer(node, nn.Conv2d, config, inputs=[x_in], **tensors)
+    return conv if pad_layer is None else [pad_layer, conv]
 
 
 def _pool_common(node, a, ctx):

@@ -118,10 +118,15 @@ def _pad(node, a, ctx):
     pads = a["pads"] if ctx.opset < 11 else ctx.graph.constants.get(node.input[1])
     axes = _axes_value(node, a, ctx, 3)
     if pads is not None and axes != "computed" and batch_first(ctx, x):
-        widths = pad_widths(ctx.graph.shapes[x], pads, axes)
+        shape = ctx.graph.shapes[x]
+        widths = pad_widths(shape, pads, axes)
         if widths[0] != (0, 0):
             ctx.fail(node, f"pads {list(np.asarray(pads).reshape(-1))} pad the batch axis 0 of {x!r} (shape "
-                           f"{ctx.graph.shapes[x]}); supported: padding of the other axes")
+                           f"{shape}); supported: padding of the other axes")
+        if not batch_first(ctx, node.output[0]):  # pads folded here that shape inference could not see
+            ctx.graph.shapes[node.output[0]] = (None,) + tuple(n + b + e for n, (b, e) in zip(shape[1:], widths[1:]))
+            if ctx.graph.types is not None:
+                ctx.graph.types[node.output[0]] = ctx.graph.types.get(x)
     attrs = {"mode": a["mode"]}
     if ctx.opset < 11:
         attrs.update(pads=[int(p) for p in a["pads"]], value=float(a["value"]))
