@@ -64,18 +64,13 @@ def _export(exporter, tm, x):
     return torch_to_onnx(tm, x, opset=int(exporter.split("-")[1]))
 
 
-@pytest.mark.parametrize("exporter", ["legacy-13", "legacy-17", "dynamo"])
-@pytest.mark.parametrize("net", ["ops", "spatial"])
-def test_forward_and_backward_match_torch(exporter, net):
-    torch.manual_seed(0)
-    tm = ZooOps() if net == "ops" else ZooSpatial()
-    x = np.random.default_rng(0).standard_normal((2, 3, 6, 6) if net == "ops" else (2, 3, 4, 5)).astype(np.float32)
-    model = sonnx.load(_export(exporter, tm, x))
+def _match_torch(model, tm, x, seed=1, param_atol=1e-3):
+    """The imported ``model`` against ``tm``: output, input gradient and every parameter's gradient by name."""
     y, cache = model.forward(x, training=True)
     xt = torch.from_numpy(x).requires_grad_(True)
     yt = tm(xt)
     np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-5, atol=1e-5)
-    gy = np.random.default_rng(1).standard_normal(y.shape).astype(np.float32)
+    gy = np.random.default_rng(seed).standard_normal(y.shape).astype(np.float32)
     gp = model.zeros_like_parameters()
     gx = model.backward(cache, gy, gp)
     yt.backward(torch.from_numpy(gy))
@@ -83,8 +78,17 @@ def test_forward_and_backward_match_torch(exporter, net):
     grads = model.parameter_layout().views(gp)
     assert set(grads) == set(dict(tm.named_parameters()))
     for name, p in tm.named_parameters():
-        np.testing.assert_allclose(grads[name], p.grad.numpy().reshape(grads[name].shape), rtol=1e-4, atol=1e-3,
-                                   err_msg=name)
+        np.testing.assert_allclose(grads[name], p.grad.numpy().reshape(grads[name].shape), rtol=1e-4,
+                                   atol=param_atol, err_msg=name)
+
+
+@pytest.mark.parametrize("exporter", ["legacy-13", "legacy-17", "dynamo"])
+@pytest.mark.parametrize("net", ["ops", "spatial"])
+def test_forward_and_backward_match_torch(exporter, net):
+    torch.manual_seed(0)
+    tm = ZooOps() if net == "ops" else ZooSpatial()
+    x = np.random.default_rng(0).standard_normal((2, 3, 6, 6) if net == "ops" else (2, 3, 4, 5)).astype(np.float32)
+    _match_torch(sonnx.load(_export(exporter, tm, x)), tm, x)
 
 
 PADDED_CONVS = {
@@ -104,18 +108,7 @@ def test_asymmetric_padding_before_a_convolution(exporter, name):
     x = np.random.default_rng(3).standard_normal((2, 3, 8, 7)).astype(np.float32)
     model = sonnx.load(_export(exporter, tm, x))
     assert any(isinstance(m, nn.Conv2d) for _, m in model.named_modules())
-    y, cache = model.forward(x)
-    xt = torch.from_numpy(x).requires_grad_(True)
-    yt = tm(xt)
-    np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-5, atol=1e-5)
-    gy = np.random.default_rng(4).standard_normal(y.shape).astype(np.float32)
-    gp = model.zeros_like_parameters()
-    gx = model.backward(cache, gy, gp)
-    yt.backward(torch.from_numpy(gy))
-    np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-4, atol=1e-4)
-    grads = model.parameter_layout().views(gp)
-    for pname, p in tm.named_parameters():
-        np.testing.assert_allclose(grads[pname], p.grad.numpy(), rtol=1e-4, atol=1e-4, err_msg=pname)
+    _match_torch(model, tm, x, seed=4, param_atol=1e-4)
 
 
 NATIVE = [
