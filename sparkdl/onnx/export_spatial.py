@@ -32,8 +32,8 @@ def _group_norm(m, path, x, shape, em):
     weight = _param(em, m, path, "weight") if m.affine else None
     bias = _param(em, m, path, "bias") if m.affine else None
     if g == c:
-        scale = weight or em.tensor(_join(path, "weight"), np.ones(c))
-        return em.node("InstanceNormalization", [x, scale, bias or em.tensor(_join(path, "bias"), np.zeros(c))],
+        scale = weight or em.tensor(_join(path, "ones"), np.ones(c))  # not named as weights: imports non-affine
+        return em.node("InstanceNormalization", [x, scale, bias or em.tensor(_join(path, "zeros"), np.zeros(c))],
                        path, epsilon=m.eps)
     grouped = em.node("Reshape", [x, em.tensor(_join(path, "group_shape"), np.array([0, g, -1]))], path)
     y = em.node("InstanceNormalization", [grouped, em.tensor(_join(path, "ones"), np.ones(g)),

@@ -129,8 +129,13 @@ def _instance_norm(node, a, ctx):
         if t is None or t.shape != (c,):
             ctx.fail(node, f"{what} has shape {None if t is None else t.shape}; expected ({c},)")
         tensors[local] = (np.asarray(t, np.float32), node.input[i])
-    return ctx.layer(node, nn.GroupNorm, {"num_groups": c, "num_channels": c, "eps": float(a["epsilon"])},
-                     inputs=[x], **tensors)
+    # a unit scale and zero bias that are not named as weights (``<module>.weight``; a Constant node, or the
+    # dynamo exporter's val_N) are PyTorch's InstanceNorm2d(affine=False): no parameters
+    named = any(node.input[i] in ctx.graph.initializers and node.input[i].rsplit(".", 1)[-1] in ("weight", "bias")
+                for i in (1, 2))
+    affine = named or np.any(tensors["weight"][0] != 1) or np.any(tensors["bias"][0] != 0)
+    config = {"num_groups": c, "num_channels": c, "eps": float(a["epsilon"]), "affine": bool(affine)}
+    return ctx.layer(node, nn.GroupNorm, config, inputs=[x], **(tensors if affine else {}))
 
 
 _RESIZE_ATTRS = {"antialias": 0, "axes": None, "coordinate_transformation_mode": "half_pixel",
