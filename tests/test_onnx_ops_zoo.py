@@ -158,3 +158,19 @@ def test_lrn_matches_torch_local_response_norm():
     yt.backward(torch.from_numpy(g))
     np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(m.backward(cache, g, m.zeros_like_parameters()), xt.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dims, kernel, strides, pads, include", [
+    (1, [3], [2], [1, 1], 0), (1, [2], [1], [0, 1], 1), (3, [2, 1, 3], [1, 2, 1], [0, 0, 1, 0, 0, 1], 0),
+    (3, [5, 1, 1], [1, 1, 1], [0] * 6, 0)])
+def test_average_pool_nd_matches_torch_and_gradcheck(dims, kernel, strides, pads, include):
+    torch = pytest.importorskip("torch")
+    shape = (2, 3, 7) if dims == 1 else (2, 2, 6, 5, 4)
+    x = np.random.default_rng(6).standard_normal(shape)
+    attrs = {"kernel_shape": kernel, "strides": strides, "pads": pads, "count_include_pad": include}
+    m = nn.OnnxOp("AveragePool", attrs)
+    if pads[:dims] == pads[dims:]:  # torch pads symmetrically
+        pool = torch.nn.functional.avg_pool1d if dims == 1 else torch.nn.functional.avg_pool3d
+        expected = pool(torch.from_numpy(x), kernel, strides, pads[:dims], count_include_pad=bool(include)).numpy()
+        np.testing.assert_allclose(m(x.astype(np.float32)), expected, rtol=1e-5, atol=1e-6)
+    layer_gradcheck(m.astype(np.float64), x, training=False)

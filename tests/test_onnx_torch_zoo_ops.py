@@ -112,6 +112,36 @@ def test_asymmetric_padding_before_a_convolution(exporter, name):
     _match_torch(model, tm, x, seed=4, param_atol=1e-4)
 
 
+POOLS = {
+    "local-response-norm": (lambda: torch.nn.Sequential(torch.nn.LocalResponseNorm(3, alpha=0.1, k=1.5)), (2, 5, 4, 3)),
+    "avg-pool-1d": (lambda: torch.nn.Sequential(torch.nn.AvgPool1d(3, 2, padding=1, count_include_pad=False)),
+                    (2, 3, 9)),
+    "avg-pool-3d": (lambda: torch.nn.Sequential(torch.nn.AvgPool3d((2, 1, 3), (1, 2, 1))), (2, 2, 3, 4, 5)),
+}
+
+
+@pytest.mark.parametrize("exporter", ["legacy-17", "dynamo"])
+@pytest.mark.parametrize("name", POOLS)
+def test_pooling_beyond_2d_and_local_response_norm(tmp_path, exporter, name):
+    """1-D and 3-D AveragePool import as generic nodes -- and with them LocalResponseNorm as the dynamo exporter
+    writes it (Pad, a 3-D AveragePool over the channels, Pow, Div); the legacy exporter's LocalResponseNorm has an
+    If node, refused naming it."""
+    make, shape = POOLS[name]
+    tm = make()
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    data = _export(exporter, tm, x)
+    if name == "local-response-norm" and exporter != "dynamo":
+        with pytest.raises(sonnx.OnnxImportError, match=r"\(If\): unsupported operator If"):
+            sonnx.load(data)
+        return
+    model = sonnx.load(data)
+    _match_torch(model, tm, x)
+    path = sonnx.save(model, tmp_path / "back.onnx", input_shape=shape[1:])  # and out again
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(None, {session.get_inputs()[0].name: x})[0], model(x), rtol=1e-5,
+                               atol=1e-6)
+
+
 NATIVE = [
     ("relu6-hardtanh", lambda: nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU6(), nn.Hardtanh(-0.3, 0.6),
                                              nn.Hardtanh(None, 0.4), nn.Hardtanh(0.1, None)), (2, 5, 5), 20),

@@ -1,6 +1,7 @@
 """Spatial ONNX operators for :class:`sparkdl.nn.OnnxOp` (numpy on whole arrays, forward and backward side by
-side): ``Pad`` in its four modes (constant, reflect, edge, wrap; negative pads crop) and ``LRN`` (local
-response normalisation across channels, AlexNet/GoogLeNet's).
+side): ``Pad`` in its four modes (constant, reflect, edge, wrap; negative pads crop), ``LRN`` (local
+response normalisation across channels, AlexNet/GoogLeNet's) and ``AveragePool`` over 1 or 3+ spatial axes
+(the 2-D one is :class:`~sparkdl.nn.AvgPool2d`; the dynamo exporter writes LocalResponseNorm with a 3-D one).
 
 The backward of a pad is the adjoint of its gather: every output element adds its gradient to the input
 element it copies (reflect/edge/wrap copy an element several times), found by padding an array of element
@@ -81,8 +82,52 @@ def _lrn():
     return forward, backward
 
 
+def _pool_geometry(x, a):
+    """(kernel, strides, begin pads, end pads) of an AveragePool over the axes after (N, C)."""
+    k = [int(v) for v in a["kernel_shape"]]
+    strides = [int(v) for v in a.get("strides") or [1] * len(k)]
+    pads = [int(v) for v in a.get("pads") or [0] * (2 * len(k))]
+    return k, strides, pads[:len(k)], pads[len(k):]
+
+
+def _window_sum(xp, k, strides):
+    """Sums over the ``k`` windows at ``strides`` of the spatial axes (2, 3, ...) of a padded array."""
+    axes = tuple(range(2, xp.ndim))
+    windows = np.lib.stride_tricks.sliding_window_view(xp, k, axis=axes)
+    windows = windows[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)]
+    return windows.sum(axis=tuple(range(xp.ndim, windows.ndim)))
+
+
+def _average_pool():
+    """AveragePool over any number of spatial axes (``ceil_mode=0``, no dilation; the 2-D case is a layer)."""
+    def forward(xs, a):
+        x = xs[0]
+        k, strides, begin, end = _pool_geometry(x, a)
+        widths = [(0, 0), (0, 0)] + list(zip(begin, end))
+        total = _window_sum(np.pad(x, widths), k, strides)
+        if a.get("count_include_pad", 0) or not any(begin + end):
+            counts = np.asarray(np.prod(k), x.dtype)
+        else:
+            ones = np.pad(np.ones((1, 1) + x.shape[2:], x.dtype), widths)
+            counts = _window_sum(ones, k, strides)
+        return (total / counts).astype(x.dtype), (x.shape, counts, widths)
+
+    def backward(cache, g, a):
+        shape, counts, widths = cache
+        k, strides, begin, end = _pool_geometry(np.empty(shape), a)
+        share = g / counts
+        gp = np.zeros([n + b + e for n, (b, e) in zip(shape, widths)], g.dtype)
+        for offset in np.ndindex(*k):  # every kernel position adds its share to the elements it covered
+            index = tuple(slice(o, o + s * (n - 1) + 1, s) for o, s, n in zip(offset, strides, g.shape[2:]))
+            gp[(slice(None), slice(None)) + index] += share
+        crop = tuple(slice(b, b + n) for n, (b, _) in zip(shape, widths))
+        return (np.ascontiguousarray(gp[crop]),)
+    return forward, backward
+
+
 #: op_type -> (forward, backward), merged into :data:`sparkdl.nn.onnx_op.ONNX_OPS`.
 SPATIAL_OPS = {
+    "AveragePool": _average_pool(),
     "Pad": _pad(),
     "LRN": _lrn(),
 }

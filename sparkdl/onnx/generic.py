@@ -91,6 +91,9 @@ def result_elements(op_type: str, args: list, attrs: dict) -> int | None:
         pads = args[1] if len(args) > 1 and args[1] is not None else attrs["pads"]
         widths = pad_widths(shapes[0], pads, args[3] if len(args) > 3 else None)
         return _elements(max(n + b + e, 0) for n, (b, e) in zip(shapes[0], widths))
+    if op_type == "AveragePool":  # at most the padded input (kernels and strides are >= 1)
+        rank, pads = len(shapes[0]) - 2, [int(p) for p in attrs.get("pads") or []] or [0] * 2 * (len(shapes[0]) - 2)
+        return _elements(shapes[0][:2] + tuple(n + pads[i] + pads[i + rank] for i, n in enumerate(shapes[0][2:])))
     if op_type in _NOT_GROWING:
         return max(_elements(s) for s in shapes)
     return None

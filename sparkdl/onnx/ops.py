@@ -11,6 +11,7 @@ import numpy as np
 from sparkdl import nn
 from sparkdl.onnx.converters import converter
 from sparkdl.onnx.generic import batch_first, generic
+from sparkdl.onnx.ops_spatial import average_pool_nd
 
 __all__: list[str] = []  # converters register themselves; nothing to import from here
 
@@ -268,6 +269,9 @@ def _max_pool(node, a, ctx):
 
 @converter("AveragePool", attrs={**_POOL_ATTRS, "count_include_pad": 0})
 def _average_pool(node, a, ctx):
+    shape = ctx.graph.shapes.get(node.input[0])
+    if shape is not None and len(shape) != 4:  # 1-D, 3-D: a generic node
+        return average_pool_nd(node, a, ctx)
     x, config = _pool_common(node, a, ctx)
     return ctx.layer(node, nn.AvgPool2d, {**config, "count_include_pad": bool(a["count_include_pad"])}, inputs=[x])
 

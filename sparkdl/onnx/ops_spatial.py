@@ -14,8 +14,9 @@ import numpy as np
 
 from sparkdl import nn
 from sparkdl.onnx.converters import converter
+from sparkdl.onnx.generic import batch_first, generic
 
-__all__: list[str] = []  # converters register themselves
+__all__ = ["average_pool_nd"]  # and the converters, which register themselves
 
 
 def _pair(ctx, node, value, default, what):
@@ -23,6 +24,25 @@ def _pair(ctx, node, value, default, what):
     if len(value) != 2:
         ctx.fail(node, f"{what}={value}; supported: 2 values (2-D spatial input)")
     return [int(v) for v in value]
+
+
+def average_pool_nd(node, a, ctx):
+    """AveragePool over 1 or 3+ spatial axes as a generic node (the AveragePool converter's non-2-D case)."""
+    x = ctx.activation(node, 0)
+    shape = ctx.shape(node, x)
+    rank = len(shape) - 2
+    if rank < 1 or not batch_first(ctx, x):
+        ctx.fail(node, f"input of shape {shape}; supported: (N, C, *spatial) with the batch axis first")
+    k = list(a["kernel_shape"] or [])
+    problems = {"ceil_mode": a["ceil_mode"] != 0, "dilations": any(d != 1 for d in a["dilations"] or []),
+                "auto_pad": a["auto_pad"] not in ("NOTSET", "VALID"), "kernel_shape": len(k) != rank}
+    if any(problems.values()):
+        ctx.fail(node, f"{', '.join(f'{n}={a[n]}' for n, bad in problems.items() if bad)} for a {rank}-D pooling; "
+                       "supported: ceil_mode=0, dilations 1, explicit pads, one kernel size per spatial axis")
+    attrs = {"kernel_shape": [int(v) for v in k], "strides": [int(v) for v in a["strides"] or [1] * rank],
+             "pads": [int(v) for v in a["pads"] or [0] * 2 * rank] if a["auto_pad"] == "NOTSET" else [0] * 2 * rank,
+             "count_include_pad": int(a["count_include_pad"])}
+    return generic(node, ctx, attrs)
 
 
 @converter("ConvTranspose", attrs={"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None,
