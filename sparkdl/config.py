@@ -281,13 +281,17 @@ def set_num_threads(n: int, blas_threads: int | None = 1) -> int:
     if isinstance(n, bool) or not isinstance(n, (int,)) and not hasattr(n, "__index__"):
         raise TypeError(f"set_num_threads: n must be an int, got {type(n).__name__}")
     n = int(n)
-    max_n = numba.config.NUMBA_NUM_THREADS
-    if not 1 <= n <= max_n:
-        raise ValueError(f"set_num_threads: n must be in [1, {max_n}] (numba's pool size), got {n}")
+    _check_pool_threads("set_num_threads", n)
     previous = numba.get_num_threads()
     numba.set_num_threads(n)
     _blas_limits = threadpool_limits(limits=n if blas_threads is None else max(1, int(blas_threads)), user_api="blas")
     return previous
+
+
+def _check_pool_threads(fn: str, n: int) -> None:
+    max_n = numba.config.NUMBA_NUM_THREADS
+    if not 1 <= n <= max_n:
+        raise ValueError(f"{fn}: n must be in [1, {max_n}] (numba's pool size), got {n}")
 
 
 _controller = None
@@ -329,9 +333,7 @@ def kernel_threads(n: int, blas_threads: int = 1):
     ValueError
         If ``n`` is outside ``[1, numba.config.NUMBA_NUM_THREADS]`` or ``blas_threads < 1``.
     """
-    max_n = numba.config.NUMBA_NUM_THREADS
-    if not 1 <= int(n) <= max_n:
-        raise ValueError(f"kernel_threads: n must be in [1, {max_n}] (numba's pool size), got {n}")
+    _check_pool_threads("kernel_threads", int(n))
     if int(blas_threads) < 1:
         raise ValueError(f"kernel_threads: blas_threads must be >= 1, got {blas_threads}")
     previous = numba.get_num_threads()

@@ -7,6 +7,7 @@ rows across them, :mod:`sparkdl.step.threads`, and agrees to float rounding).
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import os
 import queue
@@ -111,7 +112,9 @@ _TRIM_THRESHOLD = 512 << 20
 _GLIBC_DEFAULT_THRESHOLD = 128 << 10
 
 
+@functools.lru_cache(maxsize=1)
 def _mallopt():
+    """glibc's ``mallopt`` (looked up once per process: task_scope calls it twice per task), or None."""
     try:
         fn = ctypes.CDLL("libc.so.6").mallopt
     except (OSError, AttributeError):
