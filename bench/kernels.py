@@ -56,6 +56,8 @@ import time
 
 import numpy as np
 
+import procs
+
 MODELS = ("mlp", "lenet5", "small_cnn", "transformer", "lstm")
 BATCH = {"mlp": 128, "lenet5": 128, "small_cnn": 64, "transformer": 32, "lstm": 64}
 INPUT = {"mlp": (784,), "lenet5": (1, 28, 28), "small_cnn": (3, 32, 32), "transformer": (64, 128), "lstm": (50,)}
@@ -160,81 +162,34 @@ def _torch_setup(name, exchange):
 
 
 def worker(lib, name, exchange):
-    """Serve the parent: one JSON line after set-up (``info``), then one per command read from stdin —
-    ``warmup T N`` (``{}``), ``time T B`` (``{"wall": s, "cpu": s}`` per step) — until ``quit`` or end of input."""
-    out = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # anything else printed here (a library's output too) goes to stderr, not into the replies
-    sys.stdout = sys.stderr
+    """Serve the parent (:func:`procs.serve`): ``info`` after set-up, then per command read from stdin —
+    ``warmup T N`` (``{}``), ``time T B`` (``{"wall": s, "cpu": s}`` per step) — until ``quit``."""
     step, set_threads, info = (_sparkdl_setup if lib == "sparkdl" else _torch_setup)(name, exchange)
-    other = "torch" if lib == "sparkdl" else "sparkdl"
-    if other in sys.modules:
-        raise RuntimeError(f"the {lib} worker imported {other}: the libraries must run in separate processes")
-    out.write(json.dumps(info) + "\n")
-    for line in sys.stdin:
-        cmd, *arg = line.split()
-        if cmd == "quit":
-            break
-        threads, steps = int(arg[0]), int(arg[1])
-        set_threads(threads)
-        if cmd == "warmup":
-            for _ in range(steps):
-                step()
-            out.write("{}\n")
-            continue
-        step()  # untimed: wakes this thread count's pools after the pause
-        t0, c0 = time.perf_counter(), time.thread_time()
-        for _ in range(steps):
+    procs.forbid_imports(["torch" if lib == "sparkdl" else "sparkdl"], f"the {lib} worker")
+
+    def warmup(threads, steps):
+        set_threads(int(threads))
+        for _ in range(int(steps)):
             step()
-        out.write(json.dumps({"wall": (time.perf_counter() - t0) / steps,
-                              "cpu": (time.thread_time() - c0) / steps}) + "\n")
+        return {}
+
+    def timed(threads, steps):
+        set_threads(int(threads))
+        step()  # untimed: wakes this thread count's pools after the pause
+        return procs.time_steps(step, int(steps))
+    procs.serve({"warmup": warmup, "time": timed}, info)
 
 
 # ---------------------------------------------------------------- parent: drives the workers
-class _Worker:
-    """A ``--worker`` process started with this process's environment unchanged."""
-
-    def __init__(self, lib, name, exchange):
-        self.lib, self.name = lib, name
-        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", lib, name, exchange],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        try:
-            self.info = self._reply()
-        except BaseException:
-            self.close()
-            raise
-
-    def ask(self, *command):
-        self.proc.stdin.write(" ".join(map(str, command)) + "\n")
-        self.proc.stdin.flush()
-        return self._reply()
-
-    def _reply(self):
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the {self.lib} worker for {self.name} exited with code {self.proc.wait()} "
-                               "(its error is printed above)")
-        return json.loads(line)
-
-    def close(self):
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.write("quit\n")
-                self.proc.stdin.close()
-                self.proc.wait(timeout=60)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
-
-
 @contextlib.contextmanager
 def _workers(name):
-    """``{"sparkdl": _Worker, "torch": _Worker}`` for ``name``; the sparkdl one is ready (weights written)
-    before the torch one starts."""
+    """``{"sparkdl": procs.Worker, "torch": procs.Worker}`` for ``name``; the sparkdl one is ready (weights
+    written) before the torch one starts."""
     with tempfile.TemporaryDirectory(prefix="sparkdl-bench-kernels-") as exchange, contextlib.ExitStack() as stack:
         out = {}
         for lib in ("sparkdl", "torch"):
-            out[lib] = _Worker(lib, name, exchange)
-            stack.callback(out[lib].close)
+            out[lib] = stack.enter_context(procs.Worker(__file__, ["--worker", lib, name, exchange],
+                                                        f"{lib} worker for {name}"))
         yield out
 
 
@@ -251,24 +206,17 @@ def measure(name, threads, repeats, warmup, block, pause):
         for t in threads:
             for w in workers.values():
                 w.ask("warmup", t, warmup)
-        times = {t: {lib: ([], []) for lib in workers} for t in threads}  # (wall, CPU) per step
-        for r in range(repeats):
-            for t in threads:
-                for lib in (("sparkdl", "torch") if r % 2 == 0 else ("torch", "sparkdl")):
-                    time.sleep(pause)
-                    got = workers[lib].ask("time", t, block)
-                    times[t][lib][0].append(got["wall"])
-                    times[t][lib][1].append(got["cpu"])
+        got = procs.interleave([[((t, lib), workers[lib], ("time", t, block)) for lib in ("sparkdl", "torch")]
+                                for t in threads], repeats, pause)
         info = {lib: w.info for lib, w in workers.items()}
     n = BATCH[name]
     results = {}
-    for t, per_lib in times.items():
-        (ts, cs), (tt, ct) = per_lib["sparkdl"], per_lib["torch"]
-        s, u = n / float(np.median(ts)), n / float(np.median(tt))
+    for t in threads:
+        s, u = n / procs.median(got[t, "sparkdl"]), n / procs.median(got[t, "torch"])
         res = {"sparkdl": round(s, 1), "torch": round(u, 1), "ratio": round(s / u, 3),
                "logit_diff": info["torch"]["logit_diff"]}
         if t == 1:  # all work runs on the worker's thread: CPU time is immune to waiting for a busy machine
-            sc, tc = n / float(np.median(cs)), n / float(np.median(ct))
+            sc, tc = n / procs.median(got[t, "sparkdl"], "cpu"), n / procs.median(got[t, "torch"], "cpu")
             res.update({"sparkdl_cpu": round(sc, 1), "torch_cpu": round(tc, 1), "ratio_cpu": round(sc / tc, 3)})
         results[t] = res
     return results, info
