@@ -57,3 +57,14 @@ def test_text_classification(tmp_path, rotten_tomatoes_cached):
     assert acc["BASELINE"] >= TEXT_TEST_MAJORITY + 0.10, acc
     assert acc["ACCURACY"] >= TEXT_TEST_MAJORITY + 0.05, acc
     assert acc["TRANSFORMER_ACCURACY"] >= TEXT_TEST_MAJORITY + 0.05, acc
+
+
+def test_score_onnx_cnn(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    pytest.importorskip("PIL")
+    got = _run("04_score_onnx_cnn.ipynb", {"IMAGES": 6, "SIZE": 32, "WIDTH_MULT": 0.35, "NUM_CLASSES": 10,
+                                            "EXPORTER": "legacy"}, tmp_path, names=("MAX_ABS_DIFF", "SAME_TOP_CLASS"))
+    assert got["MAX_ABS_DIFF"] < 1e-5  # float32 rounding only (measured ~1e-7; the logits are ~0.1-0.3)
+    assert got["SAME_TOP_CLASS"] == 1.0
