@@ -52,8 +52,8 @@ import tempfile
 import procs
 import zoo_sides
 
-HEADER = ("| model | shape (train / infer) | batch (train / infer) | import err dynamo / legacy | train 1t | train 2t | "
-          "2t/1t | infer vs torch 1t / 2t | infer vs ORT 1t / 2t |")
+HEADER = ("| model | shape (train / infer) | batch (train / infer) | import err dynamo / legacy | train 1t | "
+          "train 2t | 2t/1t | infer vs torch 1t / 2t | infer vs ORT 1t / 2t |")
 
 
 def _zoo_names():
