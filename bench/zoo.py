@@ -12,8 +12,9 @@ Per model (processes in bench/zoo_sides.py; this parent imports none of the libr
    ``optimize=False``) at the training batch;
 2. three long-lived workers, each in a process of its own with this process's environment unchanged: PyTorch
    (never imports sparkdl, so it runs in its default environment), onnxruntime (the dynamo eval file, or the
-   legacy one if dynamo failed; one session per thread count with ``intra_op_num_threads`` = T and
-   ``inter_op_num_threads`` = 1), sparkdl (imports all four files; never imports torch or onnxruntime).
+   legacy one if sparkdl cannot import the dynamo one; one session per thread count with
+   ``intra_op_num_threads`` = T and ``inter_op_num_threads`` = 1), sparkdl (imports the files; never imports
+   torch or onnxruntime), which serves the same eval file as onnxruntime.
 
 Measured:
 
@@ -78,9 +79,8 @@ def measure(name, threads, repeats, warmup, block, pause):
             return res
         workers = _workers(name, exchange, stack)
         res["workers"] = {lib: w.info for lib, w in workers.items()}
-        ops = workers["sparkdl"].info["ops"]
-        libs = {"train": ("sparkdl", "torch"), "infer": ("sparkdl", "torch", "ort")}
-        groups = [[((op, t, lib), workers[lib], ("time", op, t, block)) for lib in libs[op]]
+        ops = workers["sparkdl"].info["ops"]  # what imported: "infer", "train"
+        groups = [[((op, t, lib), w, ("time", op, t, block)) for lib, w in workers.items() if op in w.info["ops"]]
                   for t in threads for op in ops]
         for group in groups:
             for _, w, (_, op, t, _) in group:
@@ -117,6 +117,8 @@ def row(name, res, notes):
             errs.append("import fails")
         else:
             errs.append(_fmt(info.get("import_error", {}).get(key), "{:.1e}"))
+    if "error" in res.get("workers", {}).get("ort", {}):
+        notes.append(f"{name}: onnxruntime: {res['workers']['ort']['error']}")
     for key in ("train_legacy", "train_dynamo"):
         if key in spec["export_errors"] or key in info.get("import_failure", {}):
             notes.append(f"{name}: {key}: " + spec["export_errors"].get(key, info.get("import_failure", {}).get(key)))

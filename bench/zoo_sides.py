@@ -7,6 +7,7 @@ onnxruntime. They share files in an exchange directory:
 ``state.pt``          the PyTorch model's ``state_dict`` (seed 0, BatchNorm statistics randomized)
 ``infer.npz``         the inference batch ``x0, x1, ...`` and PyTorch's eval outputs ``out``
 ``train.npz``         the training batch ``x0, ...``, the targets ``y`` and PyTorch's training-mode outputs ``out``
+``serving.json``      the eval file sparkdl serves and onnxruntime runs (the first of these that sparkdl imports)
 ``eval_dynamo.onnx``  ``torch.onnx.export(model, args, f, dynamo=True, external_data=False)`` in eval mode, every
                       other default (BatchNorm folded by onnxscript's optimizer), at the inference batch (with
                       ``external_data`` left True the weights go to a separate file, which sparkdl refuses to open)
@@ -177,7 +178,8 @@ def torch_worker(name, exchange):
     """PyTorch: the training step (train mode, forward + loss + backward + ``SGD(LR, momentum=MOMENTUM)``) and the
     eval forward (``inference_mode``), at the threads of ``torch.set_num_threads``."""
     import torch
-    info = {"default_threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
+    info = {"default_threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+            "ops": ["infer", "train"]}
     model, _ = _torch_model(name, exchange)
     with open(os.path.join(exchange, "spec.json")) as f:
         spec = json.load(f)
@@ -201,18 +203,14 @@ def torch_worker(name, exchange):
     _serve({"train": lambda t: train, "infer": lambda t: infer}, torch.set_num_threads, info)
 
 
-def _eval_file(spec):
-    """The file that onnxruntime and sparkdl's inference use: the default exporter's (dynamo) if it exported."""
-    return next((f for f in ("eval_dynamo", "eval_legacy") if f in spec["files"]), None)
-
-
 def ort_worker(name, exchange):
-    """onnxruntime: the eval file in one ``InferenceSession`` per thread count (``intra_op_num_threads`` = T,
-    ``inter_op_num_threads`` = 1, sequential execution, default graph optimizations)."""
+    """onnxruntime: the eval file sparkdl serves (``serving.json``, written by the sparkdl worker, which starts
+    first), in one ``InferenceSession`` per thread count (``intra_op_num_threads`` = T, ``inter_op_num_threads`` =
+    1, sequential execution, default graph optimizations)."""
     import onnxruntime as ort
-    with open(os.path.join(exchange, "spec.json")) as f:
-        spec = json.load(f)
-    path = os.path.join(exchange, _eval_file(spec) + ".onnx")
+    with open(os.path.join(exchange, "serving.json")) as f:
+        file = json.load(f)["file"]
+    info = {"file": file, "version": ort.__version__, "ops": []}
     xs = load_batch(os.path.join(exchange, "infer.npz"))[0]
     sessions = {}
 
@@ -221,12 +219,18 @@ def ort_worker(name, exchange):
             so = ort.SessionOptions()
             so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
             so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-            s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+            s = ort.InferenceSession(os.path.join(exchange, file + ".onnx"), so, providers=["CPUExecutionProvider"])
             feed = dict(zip([i.name for i in s.get_inputs()], xs))
             sessions[threads] = lambda: s.run(None, feed)
         return sessions[threads]
+    if file is not None:
+        try:
+            infer(1)
+            info["ops"] = ["infer"]
+        except Exception as e:  # noqa: BLE001  (onnxruntime refusing a file is a result of the benchmark)
+            info["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
     procs.forbid_imports(["sparkdl", "torch"], "the onnxruntime worker")
-    _serve({"infer": infer}, lambda t: None, {"file": _eval_file(spec), "version": ort.__version__})
+    _serve({"infer": infer}, lambda t: None, info)
 
 
 # ---------------------------------------------------------------- sparkdl worker
@@ -261,15 +265,17 @@ def sparkdl_worker(name, exchange):
     from sparkdl.step import sum_reduction, task_gradient_sum
     with open(os.path.join(exchange, "spec.json")) as f:
         spec = json.load(f)
-    info = {"threading_layer": threading_layer(), "import_error": {}, "import_failure": {}}
+    info = {"threading_layer": threading_layer(), "import_error": {}, "import_failure": {}, "serving_file": None}
     xi, out_i, _ = load_batch(os.path.join(exchange, "infer.npz"))
-    serving = _eval_file(spec)
     infer_model = None
-    for file in ("eval_dynamo", "eval_legacy"):
+    for file in ("eval_dynamo", "eval_legacy"):  # served (and run by onnxruntime): the first that imports
         model = _import(os.path.join(exchange, file + ".onnx"), info, file) if file in spec["files"] else None
         if model is not None:
             info["import_error"][file] = _relative(model(_one(xi)), out_i)
-            infer_model = model if file == serving else infer_model
+            if infer_model is None:
+                infer_model, info["serving_file"] = model, file
+    with open(os.path.join(exchange, "serving.json"), "w") as f:
+        json.dump({"file": info["serving_file"]}, f)
     xt, out_t, y = load_batch(os.path.join(exchange, "train.npz"))
     train_model = None
     for file in ("train_legacy", "train_dynamo"):  # the first that imports
