@@ -175,8 +175,14 @@ def main(argv=None):
               "sgd": {"lr": zoo_sides.LR, "momentum": zoo_sides.MOMENTUM}}
     rows, notes = [], []
     for name in models:
-        result["models"][name] = res = measure(name, args.threads, args.repeats, args.warmup, args.block, args.pause)
-        rows.append(row(name, res, notes))
+        try:
+            result["models"][name] = res = measure(name, args.threads, args.repeats, args.warmup, args.block,
+                                                   args.pause)
+            rows.append(row(name, res, notes))
+        except (SystemExit, RuntimeError) as e:  # a process that died: its error is printed above; go on
+            result["models"][name] = {"error": str(e)}
+            notes.append(f"{name}: {e}")
+            rows.append(f"| {name} |" + " - |" * (HEADER.count(" | ")))
         print(rows[-1], flush=True)
     print(f"\nSpeed ratios sparkdl / other (> 1: sparkdl faster), median of {args.repeats} blocks of {args.block} "
           "steps, each library in a process of its own; import err: max |sparkdl - torch| / max |torch| of the eval "
