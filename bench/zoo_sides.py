@@ -30,7 +30,7 @@ import procs
 __all__ = ["export", "torch_worker", "ort_worker", "sparkdl_worker", "LR", "MOMENTUM", "IMAGE_BENCH"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LR, MOMENTUM = 1e-4, 0.9  # SGD of the training step, both libraries (small: hundreds of steps on one batch stay finite)
+LR, MOMENTUM = 1e-4, 0.9  # SGD of the training step, both libraries (small: repeated steps on one batch stay tame)
 
 #: Benchmark sizes by an image network's native resolution (``SHAPES[name]["size"]``): (inference size, batch),
 #: (training size, batch). ImageNet networks are served at 224x224 and trained here at 64x64; CIFAR networks at 32.
