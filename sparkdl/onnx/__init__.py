@@ -41,19 +41,25 @@ __all__ = ["load", "save", "supported_ops", "OnnxImportError", "MIN_OPSET", "MAX
            "MAX_FILE_BYTES", "MAX_FOLDED_ELEMENTS"]
 
 
-def load(path_or_bytes, *, max_file_bytes: int = MAX_FILE_BYTES, max_folded_elements: int = MAX_FOLDED_ELEMENTS):
+def load(path_or_bytes, *, max_file_bytes: int = MAX_FILE_BYTES, max_folded_elements: int = MAX_FOLDED_ELEMENTS,
+         external_data_dir=None):
     """Import an ONNX model as a float32 sparkdl module (evaluation-ready; train it like any module).
 
     Parameters
     ----------
     path_or_bytes : str, os.PathLike or bytes
-        An ``.onnx`` file or its contents (self-contained: no external data files).
+        An ``.onnx`` file or its contents.
     max_file_bytes : int, default :data:`MAX_FILE_BYTES` (2 GiB - 1, protobuf's own limit)
         Larger files are refused before they are read.
     max_folded_elements : int, default :data:`MAX_FOLDED_ELEMENTS` (2**27)
         Cap on the total elements of the constants the importer computes (constant folding of the exporter's
         shape arithmetic, copies of deduplicated initializers); each is checked before it is allocated, so a
         small file cannot ask for gigabytes.
+    external_data_dir : str or os.PathLike, optional
+        The directory you trust to hold the model's external tensor data (``torch.onnx.export`` with the dynamo
+        exporter writes the weights to ``<file>.onnx.data`` beside the model by default): only files inside it
+        are read, within ``max_file_bytes`` in all (:mod:`sparkdl.onnx.external`). Without it, such a model is
+        refused and no other file is opened.
 
     Returns
     -------
@@ -75,7 +81,9 @@ def load(path_or_bytes, *, max_file_bytes: int = MAX_FILE_BYTES, max_folded_elem
     OnnxImportError
         For any file that cannot be imported, before anything is built: a pickle (``.pt``/``.pth``, never
         loaded), truncated or invalid bytes, a tensor anywhere in the file that keeps its data in an external file
-        (no other file is ever opened), a file or computed constants over the limits, running out of memory, an opset outside ``MIN_OPSET..MAX_OPSET``, an unsupported
+        without ``external_data_dir`` (no other file is opened) or whose data lie outside that directory, a
+        file or computed constants over the limits, running out of memory, an opset outside
+        ``MIN_OPSET..MAX_OPSET``, an unsupported
         operator or attribute (each named, with what is supported), a dynamic non-batch dimension, or an
         initializer whose shape does not fit the graph.
 
@@ -85,7 +93,7 @@ def load(path_or_bytes, *, max_file_bytes: int = MAX_FILE_BYTES, max_folded_elem
     """
     try:
         return _build(read_graph(path_or_bytes, max_file_bytes=max_file_bytes,
-                                 max_folded_elements=max_folded_elements))
+                                 max_folded_elements=max_folded_elements, external_data_dir=external_data_dir))
     except MemoryError:
         raise OnnxImportError("out of memory while importing the model; a file this large needs more memory (or "
                               "lower max_folded_elements to refuse such files early)") from None

@@ -5,7 +5,8 @@ Everything here goes through the ``onnx`` package (protobuf parsing, ``onnx.chec
 wrong with the file. Pickles (``torch.save`` files) are recognised by their first bytes and refused before
 anything parses them, so no code in a file ever runs.
 
-A model file is untrusted input. It opens nothing else: a tensor that keeps its data in an external file
+A model file is untrusted input. It opens nothing else unless the caller names the directory that holds its
+external data (:mod:`sparkdl.onnx.external`): otherwise a tensor that keeps its data in an external file
 (``data_location = EXTERNAL``), wherever it appears -- initializers, sparse initializers, ``Constant`` nodes and
 every other tensor-valued node attribute, in the main graph, in subgraphs (``If``/``Loop`` bodies), in local
 functions and in training-info graphs -- is refused before ``onnx.checker`` or any value is read (the checker
@@ -23,6 +24,7 @@ import numpy as np
 from sparkdl._extras import require_onnx
 from sparkdl.io._format import ModelFormatError
 from sparkdl.io.safetensors_io import refuse_pickle
+from sparkdl.onnx.external import inline_external_data
 
 __all__ = ["OnnxImportError", "OnnxGraph", "read_graph", "tensor_array", "MIN_OPSET", "MAX_OPSET",
            "MAX_FILE_BYTES", "MAX_FOLDED_ELEMENTS"]
@@ -193,9 +195,10 @@ def _refuse_external_data(model, what: str) -> None:
     """Refuse a model any of whose tensors keeps its data in an external file (before anything reads one)."""
     for tensor, where in _model_tensors(model):
         if _is_external(tensor):
-            raise OnnxImportError(f"{what}: {where} keeps its data in an external file; sparkdl reads "
-                                  "self-contained models only and opens no other file (onnx.load the model "
-                                  "with its data, then onnx.save it without external data)")
+            raise OnnxImportError(f"{what}: {where} keeps its data in an external file; sparkdl opens no other "
+                                  "file unless told where: pass sparkdl.onnx.load(..., external_data_dir=DIR) "
+                                  "with the directory you trust to hold the data (PyTorch's dynamo exporter "
+                                  "writes it beside the .onnx file), or export with external_data=False")
 
 
 def tensor_array(tensor, what: str):
@@ -268,7 +271,7 @@ def _constants(model, what: str) -> dict:
 
 
 def read_graph(source, *, max_file_bytes: int = MAX_FILE_BYTES,
-               max_folded_elements: int = MAX_FOLDED_ELEMENTS) -> OnnxGraph:
+               max_folded_elements: int = MAX_FOLDED_ELEMENTS, external_data_dir=None) -> OnnxGraph:
     """Parse, check and shape-infer an ONNX model from a path or bytes.
 
     Parameters
@@ -278,6 +281,9 @@ def read_graph(source, *, max_file_bytes: int = MAX_FILE_BYTES,
         Larger files are refused before they are read.
     max_folded_elements : int, default :data:`MAX_FOLDED_ELEMENTS`
         Cap on the elements of all constants computed at import (kept in the returned graph).
+    external_data_dir : str or os.PathLike, optional
+        The directory trusted to hold external tensor data (:mod:`sparkdl.onnx.external`); without it, a
+        tensor with external data is refused.
 
     Raises
     ------
@@ -297,6 +303,9 @@ def read_graph(source, *, max_file_bytes: int = MAX_FILE_BYTES,
     _check_limit("max_folded_elements", max_folded_elements, 0)
     data, what = _read_bytes(source, max_file_bytes)
     model = _parse(data, what)
+    if external_data_dir is not None:
+        inline_external_data(_model_tensors(model), external_data_dir, max_file_bytes - len(data), what,
+                             OnnxImportError)
     _refuse_external_data(model, what)
     opset = _opset(model, what)
     _declared_initializers(model, what)
