@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 
+from sparkdl.engine.checkpointing import check_checkpoint_dir
 from sparkdl.engine.data import DataBlocks
 from sparkdl.engine.environment import check_executor_environment
 from sparkdl.engine.jvm_reduce import supports
@@ -185,6 +186,7 @@ class DistributedTrainer(DriverLoop):
                 raise ValueError("DistributedTrainer.fit: validation data given but validation_metrics is empty")
         self._check_feature_shape(data)
         _warn_if_uneven(data.sizes)
+        check_checkpoint_dir(self.options.checkpoint_dir)
         self.summary = TrainSummary(self.options.log_dir)
         try:
             self._fit(data, val, resume)
