@@ -181,3 +181,5 @@ def test_a_training_run_on_hadoop_equals_the_local_one_and_resumes(spark, tmp_pa
     again = _files(tmp_path / "remote")
     assert again["model/weights.npz"] == local["model/weights.npz"]
     assert again["checkpoints/ckpt-4/state.npz"] == local["checkpoints/ckpt-4/state.npz"]
+    assert cli.main(["evaluate", "--model", _uri(tmp_path / "remote" / "model"), "--partitions", "2"]) == 0
+    assert cli.main(["evaluate", "--model", _uri(tmp_path / "remote" / "checkpoints"), "--partitions", "2"]) == 2
