@@ -377,9 +377,10 @@ class HadoopFiles:
 
 
 def hadoop_counters(sc) -> dict:
-    """Files and bytes written and read through :class:`HadoopFiles` by this driver JVM (tests)."""
+    """Files and bytes written and read through :class:`HadoopFiles` by this driver JVM, and its replaces done by an
+    atomic rename with overwrite (``FileContext``; tests)."""
     counts = [int(v) for v in bridge(sc).hadoopCounters()]
-    return dict(zip(("files_written", "bytes_written", "files_read", "bytes_read"), counts))
+    return dict(zip(("files_written", "bytes_written", "files_read", "bytes_read", "atomic_replaces"), counts))
 
 
 def start_profiler(sc) -> None:

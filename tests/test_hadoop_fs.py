@@ -9,8 +9,11 @@ that the bytes went through Hadoop's ``FileSystem`` API.
 import hashlib
 import os
 import shutil
+import uuid
 
 import numpy as np
+import pyarrow
+import pyarrow.fs as pafs
 import pytest
 
 from sparkdl import cli, io, jvm, nn
@@ -50,6 +53,8 @@ def test_model_round_trip_is_bitwise_and_goes_through_hadoop(spark, tmp_path):
     after = _counters(spark)
     assert _files(tmp_path / "remote") == _files(local)  # no temp file left, every byte as the local path writes
     assert sorted(_files(local)) == ["metadata.json", "weights.npz"]
+    with pytest.raises(pyarrow.ArrowInvalid, match="Unrecognized filesystem"):  # no Python library knows it
+        pafs.FileSystem.from_uri(_uri(tmp_path / "remote"))
     weights = len(_files(local)["weights.npz"]) + len(_files(local)["metadata.json"])
     assert after["files_written"] - before["files_written"] == 2
     assert after["bytes_written"] - before["bytes_written"] == weights
@@ -124,6 +129,24 @@ def test_checkpoints_and_their_pointer(tmp_path):
     assert io.load_checkpoint(root, 2).iteration == 2
 
 
+def test_replace_is_atomic_where_the_file_system_renames_with_overwrite(spark, tmp_path):
+    """ViewFs (Hadoop's mount-table file system, here over the local disk) has a FileContext, whose rename with
+    OVERWRITE replaces ``latest`` in one step; RawLocalFileSystem under ``sdltest://`` has none (rename aside)."""
+    mount = f"sdl{uuid.uuid4().hex[:8]}"  # a new mount table: a FileSystem Hadoop has not cached yet
+    spark.sparkContext._jsc.hadoopConfiguration().set(f"fs.viewfs.mounttable.{mount}.link./data",
+                                                       "file://" + str(tmp_path))
+    for scheme_root, atomic in ((f"viewfs://{mount}/data/ck", 1), (_uri(tmp_path / "plain"), 0)):
+        for it in (1, 2):
+            before = _counters(spark)["atomic_replaces"]
+            io.save_checkpoint(scheme_root, _model(it), iteration=it, keep_last=1)
+            assert _counters(spark)["atomic_replaces"] - before == atomic
+    for folder in ("ck", "plain"):
+        assert (tmp_path / folder / "latest").read_text() == "ckpt-2\n"
+        assert sorted(n for n in os.listdir(tmp_path / folder) if not n.endswith(".crc")) == ["ckpt-2", "latest"]
+        assert io.load_checkpoint(tmp_path / folder).model.flat_parameters.tobytes() == \
+            _model(2).flat_parameters.tobytes()
+
+
 def test_a_checksumming_file_system_verifies_what_it_reads(tmp_path):
     uri = _uri(tmp_path / "m", "sdlcrc")
     io.save_model(_model(), uri)
@@ -181,5 +204,4 @@ def test_a_training_run_on_hadoop_equals_the_local_one_and_resumes(spark, tmp_pa
     again = _files(tmp_path / "remote")
     assert again["model/weights.npz"] == local["model/weights.npz"]
     assert again["checkpoints/ckpt-4/state.npz"] == local["checkpoints/ckpt-4/state.npz"]
-    assert cli.main(["evaluate", "--model", _uri(tmp_path / "remote" / "model"), "--partitions", "2"]) == 0
-    assert cli.main(["evaluate", "--model", _uri(tmp_path / "remote" / "checkpoints"), "--partitions", "2"]) == 2
+    assert cli.main(["evaluate", "--model", _uri(tmp_path / "remote" / "checkpoints")]) == 2  # checked there: no model

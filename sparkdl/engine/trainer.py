@@ -60,9 +60,11 @@ class DistributedTrainer(DriverLoop):
     validation_metrics : sequence of metrics
         From :mod:`sparkdl.metrics`; the first one is the "score" used by ``MaxScore`` and plateau schedules.
     checkpoint_dir : str, optional
-        Where checkpoints go (local path). ``checkpoint_trigger`` (default every epoch) says when.
+        Where checkpoints go: a local path or a URI of the session's Hadoop file systems (``hdfs://``, ``s3a://``,
+        ...; see :mod:`sparkdl.io`), checked before training. ``checkpoint_trigger`` (default every epoch) says when.
     log_dir : str, optional
-        TensorBoard event files.
+        TensorBoard event files (local path, or a Hadoop URI: written locally, copied up at every checkpoint and at
+        the end).
     num_classes : int, optional
         For classification: labels are checked to be integers in ``[0, num_classes)`` before training.
     threads_per_task : int, optional

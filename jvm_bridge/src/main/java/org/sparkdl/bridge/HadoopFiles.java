@@ -49,6 +49,7 @@ public final class HadoopFiles {
     private static final AtomicLong BYTES_WRITTEN = new AtomicLong();
     private static final AtomicLong FILES_READ = new AtomicLong();
     private static final AtomicLong BYTES_READ = new AtomicLong();
+    private static final AtomicLong ATOMIC_REPLACES = new AtomicLong();
 
     private final Configuration conf;
     /** FileContext per scheme and authority (empty: the scheme has no AbstractFileSystem); one client each. */
@@ -130,6 +131,7 @@ public final class HadoopFiles {
         Optional<FileContext> fc = context(uri);
         if (fc.isPresent()) {
             fc.get().rename(src, dst, Options.Rename.OVERWRITE);
+            ATOMIC_REPLACES.incrementAndGet();
             return;
         }
         if (!fs.exists(dst)) {
@@ -198,7 +200,7 @@ public final class HadoopFiles {
             if (len != n) {
                 throw new IOException("short write to " + uri + ": " + n + " bytes sent, " + len + " on the file system");
             }
-            if (overwrite) {
+            if (overwrite && fs.exists(dst)) {
                 replace(fs, tmp, dst, uri);
             } else {
                 renameNew(fs, tmp, dst, uri);
@@ -230,9 +232,13 @@ public final class HadoopFiles {
         return local.toString();
     }
 
-    /** Files written, bytes written, files read, bytes read by {@link #upload}/{@link #download} in this JVM. */
+    /**
+     * Files written, bytes written, files read, bytes read by {@link #upload}/{@link #download}, and replaces done
+     * by an atomic rename with overwrite (see {@link #replace}), in this JVM.
+     */
     public static long[] counters() {
-        return new long[]{FILES_WRITTEN.get(), BYTES_WRITTEN.get(), FILES_READ.get(), BYTES_READ.get()};
+        return new long[]{FILES_WRITTEN.get(), BYTES_WRITTEN.get(), FILES_READ.get(), BYTES_READ.get(),
+                ATOMIC_REPLACES.get()};
     }
 
     private static long copy(InputStream in, OutputStream out, MessageDigest md) throws IOException {
