@@ -153,10 +153,8 @@ def _output_name(args) -> str:
 def _storage(path: str):
     """``(storage, path)``: a local path (normalized, relative stays relative) or a URI of the session's Hadoop file
     systems (``hdfs://``, ``s3a://``, ...: the session must run already)."""
-    from sparkdl.io._fs import LocalStorage, is_local, resolve
-    if "://" not in path:
-        return LocalStorage(), os.path.normpath(path)
-    return resolve(path) if not is_local(path) else (LocalStorage(), resolve(path)[1])
+    from sparkdl.io._fs import LocalStorage, resolve
+    return (LocalStorage(), os.path.normpath(path)) if "://" not in path else resolve(path)
 
 
 def prepare_run_directory(args) -> str:

@@ -18,6 +18,7 @@ import pytest
 
 from sparkdl import cli, io, jvm, nn
 from sparkdl.io import FileSystemUnavailableError, model_io
+from tests.test_engine_checkpoint import _read_scalars
 
 pytestmark = pytest.mark.usefixtures("spark")
 
@@ -182,26 +183,27 @@ def _train(output, *extra):
                      "--partitions", "2", "--warmup-epochs", "0", "--no-progress", "--output", output, *extra])
 
 
-def test_a_training_run_on_hadoop_equals_the_local_one_and_resumes(spark, tmp_path, mnist_cached):
+def test_a_training_run_on_hadoop_writes_every_output_and_resumes_bitwise(spark, tmp_path, mnist_cached):
     before = _counters(spark)
-    assert _train(_uri(tmp_path / "remote")) == 0
-    assert _train(str(tmp_path / "local")) == 0
+    assert _train(_uri(tmp_path / "run")) == 0
     assert _counters(spark)["files_written"] > before["files_written"]
-    remote, local = _files(tmp_path / "remote"), _files(tmp_path / "local")
-    assert sorted(k for k in remote if not k.startswith("tensorboard")) == \
-        sorted(k for k in local if not k.startswith("tensorboard"))
-    assert {"run.json", "model/weights.npz", "checkpoints/latest", "checkpoints/ckpt-4/state.npz"} <= set(remote)
-    for name in ("model/weights.npz", "model/metadata.json", "checkpoints/ckpt-2/state.npz", "checkpoints/latest"):
-        assert remote[name] == local[name], name
-    assert [k for k in remote if k.startswith("tensorboard/events.out.tfevents")]  # copied up at the end
+    run = _files(tmp_path / "run")
+    assert {"run.json", "model/weights.npz", "model/metadata.json", "checkpoints/latest", "checkpoints/ckpt-2/state.npz",
+            "checkpoints/ckpt-4/state.npz", "checkpoints/ckpt-4/model/weights.npz"} <= set(run)
+    assert not [k for k in run if ".tmp-" in k or ".old-" in k]
+    assert run["checkpoints/latest"] == b"ckpt-4\n"
+    assert run["model/weights.npz"] == run["checkpoints/ckpt-4/model/weights.npz"]  # the same trained weights
+    scalars = _read_scalars(tmp_path / "run" / "tensorboard")  # the event files, copied up
+    assert [step for step, _ in scalars["train/loss"]] == [1, 2, 3, 4]
+    assert [step for step, _ in scalars["validation/Top1Accuracy"]] == [2, 4]
 
-    assert _train(_uri(tmp_path / "remote")) == 2  # a second run into the same directory refuses
-    assert _files(tmp_path / "remote")["model/weights.npz"] == remote["model/weights.npz"]
+    assert _train(_uri(tmp_path / "run")) == 2  # a second run into the same directory refuses
+    assert _files(tmp_path / "run") == run
 
-    shutil.rmtree(tmp_path / "remote" / "checkpoints" / "ckpt-4")  # as if stopped after epoch 1
-    (tmp_path / "remote" / "checkpoints" / "latest").write_text("ckpt-2\n")
-    assert _train(_uri(tmp_path / "remote"), "--resume") == 0
-    again = _files(tmp_path / "remote")
-    assert again["model/weights.npz"] == local["model/weights.npz"]
-    assert again["checkpoints/ckpt-4/state.npz"] == local["checkpoints/ckpt-4/state.npz"]
-    assert cli.main(["evaluate", "--model", _uri(tmp_path / "remote" / "checkpoints")]) == 2  # checked there: no model
+    shutil.rmtree(tmp_path / "run" / "checkpoints" / "ckpt-4")  # as if stopped after epoch 1
+    (tmp_path / "run" / "checkpoints" / "latest").write_text("ckpt-2\n")
+    assert _train(_uri(tmp_path / "run"), "--resume") == 0
+    again = _files(tmp_path / "run")
+    for name in ("model/weights.npz", "checkpoints/ckpt-4/state.npz", "checkpoints/latest"):
+        assert again[name] == run[name], name  # the continuation equals the uninterrupted run
+    assert cli.main(["evaluate", "--model", _uri(tmp_path / "run" / "checkpoints")]) == 2  # checked there: no model

@@ -69,9 +69,11 @@ class TrainSummary:
     def sync(self) -> None:
         """Copy the event files written so far up to a Hadoop ``log_dir`` (each replaced atomically); nothing for a
         local one."""
-        if self._writer is None or self._remote is None:
-            return
-        self._writer.flush()
+        if self._writer is not None and self._remote is not None:
+            self._writer.flush()
+            self._upload()
+
+    def _upload(self) -> None:
         storage, target, local = self._remote
         for base, _, files in os.walk(local):
             rel = os.path.relpath(base, local)
@@ -86,7 +88,8 @@ class TrainSummary:
             self._writer.flush()
             self._writer.close()
             try:
-                self.sync()
+                if self._remote is not None:
+                    self._upload()
             finally:
                 self._writer = None
                 if self._remote is not None:
