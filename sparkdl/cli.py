@@ -136,69 +136,87 @@ def _run_settings(args) -> dict:
     return {k: getattr(args, k) for k in RUN_SETTINGS}
 
 
-def _next_free(path: str) -> str:
+def _next_free(storage, path: str) -> str:
     n = 2
-    while os.path.exists(f"{path}-{n}"):
+    while storage.exists(f"{path}-{n}"):
         n += 1
     return f"{path}-{n}"
 
 
+def _output_name(args) -> str:
+    try:
+        return args.output.format(model=args.model, dataset=args.dataset)
+    except (KeyError, IndexError, ValueError) as e:
+        raise UsageError(f"--output {args.output!r}: only {{model}} and {{dataset}} can be filled in ({e})") from None
+
+
+def _storage(path: str):
+    """``(storage, path)``: a local path (normalized, relative stays relative) or a URI of the session's Hadoop file
+    systems (``hdfs://``, ``s3a://``, ...: the session must run already)."""
+    from sparkdl.io._fs import LocalStorage, resolve
+    return (LocalStorage(), os.path.normpath(path)) if "://" not in path else resolve(path)
+
+
 def prepare_run_directory(args) -> str:
-    """The run directory of ``sparkdl train``, checked before Spark starts: a new run never overwrites another
-    one (without ``--overwrite``), and ``--resume`` only continues a run started with the same settings.
+    """The run directory of ``sparkdl train``, checked before training starts (before Spark starts for a local
+    one): a new run never overwrites another one (without ``--overwrite``), and ``--resume`` only continues a run
+    started with the same settings. A URI other than ``file://`` needs the Spark session running.
 
     Raises
     ------
     UsageError
         Naming the directory and the option that fixes the problem.
     """
-    try:
-        output = os.path.normpath(args.output.format(model=args.model, dataset=args.dataset))
-    except (KeyError, IndexError, ValueError) as e:
-        raise UsageError(f"--output {args.output!r}: only {{model}} and {{dataset}} can be filled in ({e})") from None
-    run_file = os.path.join(output, RUN_FILE)
+    from sparkdl.io._fs import replace_file
+    storage, output = _storage(_output_name(args))
+    run_file = storage.join(output, RUN_FILE)
     settings = _run_settings(args)
     if args.resume:
-        if not os.path.isfile(run_file):
+        if not storage.exists(run_file) or storage.isdir(run_file):
             raise UsageError(f"--resume: {output} holds no sparkdl run ({RUN_FILE} is missing); start the run "
                              "without --resume")
-        with open(run_file) as f:
-            saved = json.load(f).get("settings", {})
+        saved = json.loads(storage.read_bytes(run_file)).get("settings", {})
         changed = [f"--{k.replace('_', '-')} {saved.get(k)} there, {v} now" for k, v in settings.items()
                    if saved.get(k) != v]
         if changed:
             raise UsageError(f"--resume: {output} is a run with other settings ({'; '.join(changed)}); resume it with "
-                             f"its settings, or start a new run with another --output (e.g. {_next_free(output)})")
-        if not os.path.exists(os.path.join(output, "checkpoints", "latest")):
+                             f"its settings, or start a new run with another --output (e.g. "
+                             f"{_next_free(storage, output)})")
+        if not storage.exists(storage.join(output, "checkpoints", "latest")):
             raise UsageError(f"--resume: {output} has no checkpoint yet; start it again with --overwrite")
         return output
-    if os.path.isdir(output) and os.listdir(output):
-        if not os.path.isfile(run_file):
+    if storage.isdir(output) and storage.listdir(output):
+        if not storage.exists(run_file) or storage.isdir(run_file):
             raise UsageError(f"--output {output} is a non-empty directory that is not a sparkdl run; choose another "
-                             f"--output (e.g. {_next_free(output)})")
+                             f"--output (e.g. {_next_free(storage, output)})")
         if not args.overwrite:
-            raise UsageError(f"{output} already holds a run; start a new one with --output {_next_free(output)}, "
-                             "continue it with --resume, or replace it with --overwrite")
+            raise UsageError(f"{output} already holds a run; start a new one with --output "
+                             f"{_next_free(storage, output)}, continue it with --resume, or replace it with --overwrite")
         for name in RUN_ENTRIES:
-            path = os.path.join(output, name)
-            if os.path.isdir(path):
-                shutil.rmtree(path)
-            elif os.path.exists(path):
-                os.unlink(path)
-    elif os.path.exists(output) and not os.path.isdir(output):
+            storage.rmtree(storage.join(output, name))
+    elif storage.exists(output) and not storage.isdir(output):
         raise UsageError(f"--output {output} is a file, not a directory")
     from sparkdl import __version__
-    os.makedirs(output, exist_ok=True)
-    with open(run_file, "w") as f:
-        json.dump({"sparkdl": __version__, "settings": settings,
-                   "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, f, indent=1)
+    storage.makedirs(output)
+    replace_file(storage, run_file, json.dumps({"sparkdl": __version__, "settings": settings,
+                                                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=1).encode())
     return output
 
 
 def _check_evaluate(args) -> None:
-    if not os.path.isfile(os.path.join(args.model, "metadata.json")):
+    storage, path = _storage(args.model)
+    if not storage.exists(storage.join(path, "metadata.json")):
         raise UsageError(f"--model {args.model}: not a model saved by `sparkdl train` (no metadata.json there; "
                          "the model of a run is RUN/model)")
+
+
+def _session(args):
+    """The Spark session of the command (``get_or_create_session``: an active one is returned unchanged)."""
+    from sparkdl import engine
+    if args.command == "train":
+        return engine.get_or_create_session(args.master, app_name=f"sparkdl train {args.model} {args.dataset}",
+                                            training=True)
+    return engine.get_or_create_session(args.master, app_name=f"sparkdl evaluate {args.dataset}")
 
 
 def _load(args):
@@ -229,9 +247,7 @@ def train(args, output: str) -> dict:
     from sparkdl import engine, io, metrics, nn
     from sparkdl.models import MODELS
     (x_train, y_train), (x_test, y_test) = _load(args)  # before Spark starts: a missing dataset fails fast
-    spark = engine.get_or_create_session(args.master, app_name=f"sparkdl train {args.model} {args.dataset}",
-                                         training=True)
-    sc = spark.sparkContext
+    sc = _session(args).sparkContext
     if args.limit:
         x_train, y_train = x_train[:args.limit], y_train[:args.limit]
     train_data = engine.DataBlocks.from_numpy(sc, x_train, y_train, args.partitions)
@@ -272,8 +288,7 @@ def evaluate(args) -> dict:
     from sparkdl import engine, io, metrics, nn
     model = io.load_model(args.model)
     _, (x_test, y_test) = _load(args)
-    spark = engine.get_or_create_session(args.master, app_name=f"sparkdl evaluate {args.dataset}")
-    test_data = engine.DataBlocks.from_numpy(spark.sparkContext, x_test, y_test, args.partitions)
+    test_data = engine.DataBlocks.from_numpy(_session(args).sparkContext, x_test, y_test, args.partitions)
     t0 = time.perf_counter()
     scores = engine.evaluate(model, test_data, [metrics.Top1Accuracy(), metrics.Loss(nn.CrossEntropyLoss())],
                              batch_size=args.batch_size)
@@ -301,6 +316,11 @@ def main(argv=None) -> int:
     from tqdm.contrib.logging import logging_redirect_tqdm
     prog = f"sparkdl {args.command}"
     try:
+        target = _output_name(args) if args.command == "train" else args.model
+        if "://" in target:
+            from sparkdl.io._fs import is_local
+            if not is_local(target):
+                _session(args)  # the session's Hadoop file systems serve the run directory or the model
         if args.command == "train":
             output = prepare_run_directory(args)
             with logging_redirect_tqdm():  # log lines are printed above the progress bar, not through it

@@ -3,16 +3,27 @@
 A training checkpoint holds the model (parameters and buffers), the optimizer's configuration and the
 state of every shard (gathered from the executors only when a checkpoint is written), the schedule's
 state and the counters (epoch, global iteration, iteration within the epoch). Resuming with a different
-number of AllReduce blocks re-shards element-wise state.
+number of AllReduce blocks re-shards element-wise state. ``checkpoint_dir`` is a local path or a URI of the
+session's Hadoop file systems (see :mod:`sparkdl.io`).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from sparkdl.engine.allreduce import block_bounds
+from sparkdl.io._fs import resolve
 from sparkdl.io.checkpoint import load_checkpoint, save_checkpoint
 
-__all__ = ["save_training_checkpoint", "restore_training_checkpoint", "reshard_states"]
+__all__ = ["check_checkpoint_dir", "save_training_checkpoint", "restore_training_checkpoint", "reshard_states"]
+
+
+def check_checkpoint_dir(checkpoint_dir) -> None:
+    """Fail before training, not at the first checkpoint, when ``checkpoint_dir`` is a URI that this process cannot
+    reach (:class:`sparkdl.io.FileSystemUnavailableError`) or a scheme the session's Hadoop configuration does not
+    know (``OSError``)."""
+    if checkpoint_dir is not None:
+        storage, root = resolve(checkpoint_dir)
+        storage.exists(root)
 
 
 def save_training_checkpoint(trainer, states: list) -> str:
@@ -20,6 +31,8 @@ def save_training_checkpoint(trainer, states: list) -> str:
     bounds = trainer._bounds
     opt_state = {(int(bounds[k]), int(bounds[k + 1])): s for k, s in enumerate(states)}
     schedule = getattr(trainer.optimizer, "schedule", None)
+    if trainer.summary is not None:
+        trainer.summary.sync()  # a Hadoop log_dir holds the event files up to every checkpoint
     return save_checkpoint(
         trainer.options.checkpoint_dir, trainer.model, iteration=trainer.state.iteration, epoch=trainer.state.epoch,
         samples_seen=int(trainer.samples_seen), optimizer=trainer.optimizer, optimizer_state=opt_state,

@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 
+from sparkdl.engine.checkpointing import check_checkpoint_dir
 from sparkdl.engine.data import DataBlocks
 from sparkdl.engine.environment import check_executor_environment
 from sparkdl.engine.jvm_reduce import supports
@@ -59,9 +60,11 @@ class DistributedTrainer(DriverLoop):
     validation_metrics : sequence of metrics
         From :mod:`sparkdl.metrics`; the first one is the "score" used by ``MaxScore`` and plateau schedules.
     checkpoint_dir : str, optional
-        Where checkpoints go (local path). ``checkpoint_trigger`` (default every epoch) says when.
+        Where checkpoints go: a local path or a URI of the session's Hadoop file systems (``hdfs://``, ``s3a://``,
+        ...; see :mod:`sparkdl.io`), checked before training. ``checkpoint_trigger`` (default every epoch) says when.
     log_dir : str, optional
-        TensorBoard event files.
+        TensorBoard event files (local path, or a Hadoop URI: written locally, copied up at every checkpoint and at
+        the end).
     num_classes : int, optional
         For classification: labels are checked to be integers in ``[0, num_classes)`` before training.
     threads_per_task : int, optional
@@ -185,6 +188,7 @@ class DistributedTrainer(DriverLoop):
                 raise ValueError("DistributedTrainer.fit: validation data given but validation_metrics is empty")
         self._check_feature_shape(data)
         _warn_if_uneven(data.sizes)
+        check_checkpoint_dir(self.options.checkpoint_dir)
         self.summary = TrainSummary(self.options.log_dir)
         try:
             self._fit(data, val, resume)

@@ -14,14 +14,13 @@ Saved: the model; the optimizer's ``get_config()`` and its state (any plain-data
 ``samples_seen``; and user ``extras`` (plain data). Arrays round-trip bit-exactly.
 
 Each ``ckpt-<iteration>`` appears atomically (temp dir, fsync, rename); ``latest`` is updated only after
-that (temp file + ``os.replace``), so a crash at any point leaves the previous complete checkpoint
+that (temp file + replace), so a crash at any point leaves the previous complete checkpoint
 loadable. ``keep_last=N`` prunes older checkpoints, never the one ``latest`` names. One writer per
 checkpoint directory is assumed.
 """
 from __future__ import annotations
 
 import re
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +29,7 @@ import numpy as np
 import sparkdl
 from sparkdl.io._format import (ModelFormatError, atomic_write_dir, decode_tree, dump_json, encode_tree, load_json,
                                 load_npz, npz_bytes, sha256)
-from sparkdl.io._fs import resolve
+from sparkdl.io._fs import replace_file, resolve
 from sparkdl.io.model_io import load_model, write_model_files
 from sparkdl.nn.module import Module
 
@@ -121,6 +120,8 @@ def save_checkpoint(checkpoint_dir, model: Module, *, iteration: int, epoch: int
     keep_last : int, optional
         Keep only the newest ``keep_last`` checkpoints (>= 1).
     filesystem : pyarrow.fs.FileSystem, optional
+        Overrides the file system picked from ``checkpoint_dir`` (a local path, or a URI of the running Spark
+        session's Hadoop file systems, see :mod:`sparkdl.io`).
 
     Returns
     -------
@@ -153,10 +154,7 @@ def save_checkpoint(checkpoint_dir, model: Module, *, iteration: int, epoch: int
     name = f"ckpt-{iteration}"
     path = storage.join(root, name)
     atomic_write_dir(storage, path, write, overwrite=True, marker=DOC)
-    tmp_ptr = storage.join(root, f".{LATEST}.tmp-{uuid.uuid4().hex[:12]}")
-    storage.write_bytes(tmp_ptr, (name + "\n").encode())
-    storage.replace(tmp_ptr, storage.join(root, LATEST))
-    storage.sync_dir(root)
+    replace_file(storage, storage.join(root, LATEST), (name + "\n").encode())
     if keep_last is not None:
         for it in list_checkpoints(root, filesystem=storage)[:-keep_last]:
             if it != iteration:

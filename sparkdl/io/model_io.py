@@ -180,7 +180,8 @@ def save_model(model: Module, path, overwrite: bool = False, *, filesystem=None)
     ----------
     model : Module
     path : str or os.PathLike
-        Target directory (created; its parent is created too). URIs go through ``pyarrow.fs``.
+        Target directory (created; its parent is created too): a local path, or a URI that the running Spark
+        session's Hadoop configuration serves (``hdfs://``, ``s3a://``, ...; see :mod:`sparkdl.io`).
     overwrite : bool, default False
         Replace an existing saved model at ``path``.
     filesystem : pyarrow.fs.FileSystem, optional
@@ -196,6 +197,8 @@ def save_model(model: Module, path, overwrite: bool = False, *, filesystem=None)
         If ``path`` exists and ``overwrite`` is False, or exists but is not a saved sparkdl model.
     TypeError
         If the model's configuration is not JSON-serialisable or a class is not registered.
+    FileSystemUnavailableError
+        For a URI other than ``file://`` without a running classic Spark session with sparkdl's JVM bridge.
     """
     storage, path = resolve(path, filesystem)
     get_architecture(model)  # fail early, before touching the disk

@@ -45,7 +45,7 @@ def save_safetensors(model: Module, path, *, filesystem=None) -> str:
     ----------
     model : sparkdl.nn.Module
     path : str or os.PathLike
-        Target file; URIs go through ``pyarrow.fs``. Replaced if it exists.
+        Target file (a local path or a Hadoop URI, as :func:`sparkdl.io.save_model`). Replaced if it exists.
     filesystem : pyarrow.fs.FileSystem, optional
 
     Returns
@@ -100,7 +100,7 @@ def load_safetensors(model: Module, path, *, strict: bool = True, filesystem=Non
     model : sparkdl.nn.Module
         Receives the tensors in place.
     path : str or os.PathLike
-        A ``.safetensors`` file (a URI goes through ``pyarrow.fs``).
+        A ``.safetensors`` file (a local path or a Hadoop URI, as :func:`sparkdl.io.load_model`).
     strict : bool, default True
         Every model tensor must be in the file and every file tensor in the model. With ``strict=False``
         missing and unexpected keys are ignored (shapes must still match).

@@ -50,6 +50,19 @@ public final class Bridge {
         return new TrainingLoop(jsc, data, bounds, sizes, groups, driverReduce);
     }
 
+    /**
+     * Files on the Hadoop file systems of the session's Hadoop configuration ({@code jsc.hadoopConfiguration()}):
+     * model files, checkpoints and run outputs on {@code hdfs://}, {@code s3a://}, ... (see {@link HadoopFiles}).
+     */
+    public static HadoopFiles hadoopFiles(JavaSparkContext jsc) {
+        return new HadoopFiles(jsc.hadoopConfiguration());
+    }
+
+    /** Files and bytes written and read through {@link HadoopFiles} in this JVM ({@link HadoopFiles#counters}). */
+    public static long[] hadoopCounters() {
+        return HadoopFiles.counters();
+    }
+
     private static StageProfiler profiler;
 
     /** Start recording per-job, per-stage task metrics (benchmarks); replaces a running profiler. */
