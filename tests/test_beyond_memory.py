@@ -35,3 +35,22 @@ def test_data_three_times_storage_memory_trains_bitwise_like_ample_memory():
     assert tight["final_loss"] == ample["final_loss"]
     for r in runs.values():
         assert r["later_samples_per_s"] > 0 and r["first_iteration_s"] > 0
+
+
+def test_a_partition_over_the_record_limit_is_refused_naming_the_partitions_needed(spark, monkeypatch):
+    """A cached partition is one serialized record (one JVM array, < 2 GiB): from_numpy refuses before any job
+    and names the number of partitions needed; executors refuse a partition built from samples or blocks."""
+    import numpy as np
+    import pytest
+
+    from sparkdl.engine import DataBlocks, data
+    monkeypatch.setattr(data, "MAX_PARTITION_BYTES", 1000)
+    monkeypatch.setattr(type(spark.sparkContext), "parallelize",
+                        lambda *a, **k: pytest.fail("a Spark job started before the check"))
+    x, y = np.zeros((100, 6), np.float64), np.zeros(100, np.int64)  # 100 rows x (24 + 8) bytes as float32 + int64
+    with pytest.raises(ValueError, match=r"num_partitions=2 a partition holds up to .* use num_partitions >= 4"):
+        DataBlocks.from_numpy(spark.sparkContext, x, y, 2)
+    problem = data._normalize_block(3, [(x[:20].astype(np.float32), y[:20]), (x[:20].astype(np.float32), y[:20])])
+    assert problem.startswith("partition 3 holds") and "repartition" in problem
+    assert isinstance(data._stack_samples(1, zip(x[:31], y[:31])), tuple)  # 31 x 32 = 992 bytes: fits
+    assert data._stack_samples(1, zip(x[:32], y[:32])).startswith("partition 1 holds")
