@@ -45,16 +45,13 @@ def _session(master: str, memory_fraction: float | None):
 
 
 def storage_memory(sc) -> int:
-    """The smallest maximum storage memory (bytes) of the block managers that run tasks (the driver's is left
-    out on a cluster, where it caches no partition)."""
+    """The smallest maximum storage memory (bytes) of the session's block managers (on local-cluster the driver's
+    is one of them: its heap is set to the executors' size by :func:`_session`)."""
     status = sc._jsc.sc().getExecutorMemoryStatus()  # Map[host:port, (max memory, remaining)]
-    driver = sc.getConf().get("spark.driver.host", "")
-    values, local = [], sc.master.startswith("local[") or sc.master == "local"
+    values = []
     it = status.iterator()
     while it.hasNext():
-        entry = it.next()
-        if local or status.size() == 1 or not entry._1().startswith(driver + ":"):
-            values.append(int(entry._2()._1()))
+        values.append(int(it.next()._2()._1()))
     return min(values)
 
 

@@ -15,6 +15,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from engine import median_ms  # noqa: E402  (bench/engine.py)
 from scale_cost import Calibration  # noqa: E402
 
 __all__ = ["calibrate", "driver_task_part", "mlp", "train_iterations", "FEATURES"]
@@ -30,14 +31,7 @@ def _ship_by_value():
 
 
 def _median_s(fn, repeats: int, warmup: int = 1) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
+    return median_ms(fn, repeats, warmup) / 1000
 
 
 def _drain(it):
