@@ -161,9 +161,11 @@ def train_iterations(sc, parameters: int, partitions: int, iterations: int, warm
                      rows: int = 2048) -> dict:
     """Train :func:`mlp` (``parameters``) with SGD + momentum on ``partitions`` partitions for ``warmup +
     iterations`` iterations (the engine's own reduce choice); the median seconds of the last ``iterations``, the
-    reduce the engine ran and the driver JVM's milliseconds per iteration over them."""
+    reduce the engine ran, the driver JVM's milliseconds per iteration over them and the bytes of task results that
+    reached the driver per iteration (Spark's task metrics)."""
     from sparkdl import nn
     from sparkdl.engine import DataBlocks, DistributedTrainer, MaxIteration
+    from sparkdl.jvm import start_profiler, stop_profiler
     from sparkdl.optim import SGD
     rng = np.random.default_rng(1)
     x = rng.standard_normal((rows, FEATURES)).astype(np.float32)
@@ -176,8 +178,10 @@ def train_iterations(sc, parameters: int, partitions: int, iterations: int, warm
     step = trainer._step
 
     def timed(*a):  # the driver JVM's timings over the measured iterations (the loop is closed after fit)
-        if trainer.state.iteration == warmup and trainer._jvm is not None:
-            trainer._jvm.loop.take_timings()
+        if trainer.state.iteration == warmup:
+            if trainer._jvm is not None:
+                trainer._jvm.loop.take_timings()
+            start_profiler(sc)
         step(*a)
         if trainer.state.iteration == warmup + iterations and trainer._jvm is not None:
             seen["jvm"] = trainer._jvm.loop.take_timings()
@@ -186,26 +190,32 @@ def train_iterations(sc, parameters: int, partitions: int, iterations: int, warm
     trainer._step = timed
     summary = trainer.fit(data)
     data.unpersist()
+    time.sleep(1.0)  # the listener bus delivers the last task metrics asynchronously
+    jobs = [j for j in stop_profiler(sc) if j["stages"]]
+    result_bytes = sum(st["result_bytes"] for j in jobs for st in j["stages"]) / iterations
     secs = [r["seconds"] for r in summary.iterations[warmup:]]
     jvm = seen.get("jvm") or {}
     per = {k: v / max(1, jvm.get("iterations", 1)) for k, v in jvm.items() if k.endswith("_ms")}
     return {"parameters": model.num_parameters(), "partitions": partitions, "batch_size": batch_size,
             "seconds": float(np.median(secs)), "strategy": seen.get("strategy", "python"),
-            "blocks": seen.get("blocks"), "jvm_ms": per}
+            "blocks": seen.get("blocks"), "jvm_ms": per, "driver_bytes": result_bytes}
 
 
 def reduce_parts(sc, iterations: int, parameters: int = 1_000_000) -> dict:
-    """``driver_sum_fps``, ``update_param_s``: the driver reduce's time per iteration (``TrainingLoop``'s timings)
-    with 2 and 16 partitions of a one-block MLP: ``t(N) = N * P / driver_sum_fps + P * update_param_s``."""
+    """``driver_sum_fps``, ``update_param_s``, ``record_overhead_bytes``: the driver reduce's time per iteration
+    (``TrainingLoop``'s timings) with 2 and 16 partitions of a one-block MLP, ``t(N) = N * P / driver_sum_fps + P *
+    update_param_s``, and the task result bytes per partition beyond the ``4P`` of its gradient."""
     counts = [2, 16]
     runs = [train_iterations(sc, parameters, n, iterations, 2) for n in counts]
-    ms = [r["jvm_ms"].get("driver_reduce_ms", 0.0) / 1000 for r in runs]
+    secs = [r["jvm_ms"].get("driver_reduce_ms", 0.0) / 1000 for r in runs]
     P = runs[0]["parameters"]
-    slope, intercept = np.polyfit(counts, ms, 1)
+    slope, intercept = np.polyfit(counts, secs, 1)
     if slope <= 0:
-        print(f"warning: the driver reduce took {ms} s with {counts} partitions: no summation cost measurable "
+        print(f"warning: the driver reduce took {secs} s with {counts} partitions: no summation cost measurable "
               "(a loaded machine?); rerun --calibrate", file=sys.stderr)
-    return {"driver_sum_fps": P / max(float(slope), P / 1e10), "update_param_s": max(float(intercept), 1e-7) / P}
+    overhead = runs[1]["driver_bytes"] / counts[1] - 4 * P
+    return {"driver_sum_fps": P / max(float(slope), P / 1e10), "update_param_s": max(float(intercept), 1e-7) / P,
+            "record_overhead_bytes": max(float(overhead), 0.0)}
 
 
 def calibrate(sc, task_driver_s: float, repeats: int = 5, iterations: int = 5) -> Calibration:

@@ -11,7 +11,8 @@ global batch of ``B`` rows and ``b`` bytes per gradient value (4, or 2 with ``co
   Python tasks of an executor reads them from its JVM.
 * **compute**: each group task computes ``N / S`` partitions with ``B / S`` rows in all:
   ``P * (rows * row_param_s + partitions * partition_param_s)``, and writes one record per partition
-  (``record_header_bytes + b * P``) to its JVM at ``python_io_bps``.
+  (``record_overhead_bytes + b * P``: measured from task result sizes; the format's headers are 80 bytes) to its
+  JVM at ``python_io_bps``.
 * **reduce**, one of three strategies (:func:`reduce_strategy` picks the engine's):
   ``driver``: every partition's record is a task result, the driver receives ``N`` records over its link and sums
   them (``driver_sum_fps`` floats/s) then updates (``update_param_s`` per parameter);
@@ -57,12 +58,13 @@ class Calibration:
     shuffle_bps: float  # shuffle write + read of raw records (one host)
     driver_sum_fps: float  # float32 values summed per second by the JVM reduce (driver or task)
     update_param_s: float  # optimizer update per parameter (JVM)
+    record_overhead_bytes: float = RECORD_HEADER_BYTES  # a partition's task result bytes beyond its b * P
     host: str = ""
 
     @classmethod
     def from_dict(cls, d: dict) -> "Calibration":
         names = {f.name for f in fields(cls)}
-        missing = sorted(names - set(d) - {"host"})
+        missing = sorted(names - set(d) - {"host", "record_overhead_bytes"})
         if missing:
             raise ValueError(f"calibration: missing part(s) {missing}; run bench/scale_model.py --calibrate")
         return cls(**{k: v for k, v in d.items() if k in names})
@@ -129,7 +131,7 @@ def predict(cal: Calibration, cl: Cluster, strategy: Strategy) -> dict:
     run = min(S, cl.host_cores or S)  # slots that really run at once
     over = S / run  # > 1: tasks share cores
     net = cl.network_bps
-    record = RECORD_HEADER_BYTES + cl.value_bytes * P
+    record = cal.record_overhead_bytes + cl.value_bytes * P
     weight_bytes = 4 * P
     waves = math.ceil(S / run)
     out = {"launch": cal.job_s + cal.task_driver_s * S + cal.task_python_s * waves}

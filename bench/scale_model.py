@@ -118,11 +118,14 @@ def run_validate(args) -> dict:
             rows.append({"master": master, "parameters": m["parameters"], "rule": rule.name, "blocks": rule.blocks,
                          "engine_ran": m["strategy"], "predicted_s": pred["total"], "measured_s": m["seconds"],
                          "error_pct": err, "parts": {k: v for k, v in pred.items() if k != "total"},
-                         "jvm_ms": m["jvm_ms"]})
-    print(f"{'master':26s} {'P':>11s} {'reduce':>9s} {'ran':>8s} {'predicted':>10s} {'measured':>10s} {'error':>8s}")
+                         "jvm_ms": m["jvm_ms"], "predicted_driver_bytes": pred["driver_bytes"],
+                         "measured_driver_bytes": m["driver_bytes"]})
+    print(f"{'master':26s} {'P':>11s} {'reduce':>9s} {'ran':>8s} {'predicted':>10s} {'measured':>10s} {'error':>8s}"
+          f" {'driver MB predicted':>20s} {'measured':>9s}")
     for r in rows:
         print(f"{r['master']:26s} {r['parameters']:11,d} {r['rule']:>9s} {r['engine_ran']:>8s} "
-              f"{r['predicted_s']:9.3f}s {r['measured_s']:9.3f}s {r['error_pct']:+7.1f}%")
+              f"{r['predicted_s']:9.3f}s {r['measured_s']:9.3f}s {r['error_pct']:+7.1f}% "
+              f"{r['predicted_driver_bytes'] / 2**20:20.2f} {r['measured_driver_bytes'] / 2**20:9.2f}")
     worst = max(abs(r["error_pct"]) for r in rows) if rows else math.nan
     print(f"largest error {worst:.1f}% (target: within 25%); rule == engine in every run: "
           f"{all(r['rule'] == r['engine_ran'] for r in rows)}")
