@@ -127,7 +127,7 @@ def _rounds(executors: int) -> int:
 def predict(cal: Calibration, cl: Cluster, strategy: Strategy) -> dict:
     """Predicted seconds of one iteration by part (``launch``, ``weights``, ``compute``, ``gather``,
     ``shuffle``, ``reduce``) and ``total``; also ``driver_bytes``, what reaches the driver per iteration."""
-    S, E, C, N, P = cl.slots, cl.executors, cl.cores, cl.partitions, cl.parameters
+    S, E, N, P = cl.slots, cl.executors, cl.partitions, cl.parameters
     run = min(S, cl.host_cores or S)  # slots that really run at once
     over = S / run  # > 1: tasks share cores
     net = cl.network_bps
@@ -167,7 +167,8 @@ def predict(cal: Calibration, cl: Cluster, strategy: Strategy) -> dict:
         out["gather"] = weight_bytes / gather  # the new shards
         out["driver_bytes"] = weight_bytes + K * RECORD_HEADER_BYTES
     else:
-        raise ValueError(f"predict: strategy.name must be 'driver', 'driver-presum' or 'shuffle', got {strategy.name!r}")
+        raise ValueError("predict: strategy.name must be 'driver', 'driver-presum' or 'shuffle', "
+                         f"got {strategy.name!r}")
     out["total"] = sum(out[k] for k in ("launch", "weights", "compute", "gather", "shuffle", "reduce"))
     return out
 
