@@ -20,7 +20,11 @@ from pyspark import StorageLevel
 
 from sparkdl.jvm import count_on_jvm, jvm_log_level
 
-__all__ = ["DataBlocks", "PartitionSummary"]
+__all__ = ["DataBlocks", "PartitionSummary", "MAX_PARTITION_BYTES"]
+
+#: Largest raw size (bytes, features and labels) of one partition: a cached partition is one serialized record,
+#: i.e. one JVM byte array (under 2 GiB), and the pickle framing needs a little room.
+MAX_PARTITION_BYTES = (1 << 31) - (1 << 24)
 
 
 @dataclass
@@ -35,6 +39,15 @@ class PartitionSummary:
     label_min: float | None
     label_max: float | None
     problem: str | None  # first problem found, naming the row
+
+
+def _too_large(partition: int, x: np.ndarray, y: np.ndarray) -> str | None:
+    size = x.nbytes + y.nbytes
+    if size <= MAX_PARTITION_BYTES:
+        return None
+    return (f"partition {partition} holds {size / 2**30:.2f} GiB, but one cached partition is one serialized "
+            f"record, which must stay under {MAX_PARTITION_BYTES / 2**30:.2f} GiB (a Java byte array): "
+            f"repartition the data into more partitions (rdd.repartition(n))")
 
 
 def _stack_samples(partition: int, rows) -> tuple[np.ndarray, np.ndarray] | str:
@@ -61,7 +74,7 @@ def _stack_samples(partition: int, rows) -> tuple[np.ndarray, np.ndarray] | str:
     y = np.asarray(labels)
     if y.dtype.kind not in "fiub":
         return f"partition {partition}: labels must be numeric, got dtype {y.dtype}"
-    return x, y
+    return _too_large(partition, x, y) or (x, y)
 
 
 def _normalize_block(partition: int, blocks) -> tuple[np.ndarray, np.ndarray] | str:
@@ -82,7 +95,8 @@ def _normalize_block(partition: int, blocks) -> tuple[np.ndarray, np.ndarray] | 
     shapes = {x.shape[1:] for x in xs}
     if len(shapes) > 1:
         return f"partition {partition}: blocks have different feature shapes {sorted(shapes)}"
-    return np.concatenate(xs).astype(np.float32, copy=False), np.concatenate(ys)
+    x, y = np.concatenate(xs).astype(np.float32, copy=False), np.concatenate(ys)
+    return _too_large(partition, x, y) or (x, y)
 
 
 def _normalized(rdd):
@@ -165,7 +179,8 @@ class DataBlocks:
         ------
         ValueError
             Before any Spark job: if ``x`` and ``y`` have different lengths, ``num_partitions < 1``, an array is
-            not numeric, or a row has NaN or infinite features (or float labels), naming its partition and row.
+            not numeric, a row has NaN or infinite features (or float labels), naming its partition and row, or
+            a partition would exceed :data:`MAX_PARTITION_BYTES` (naming the number of partitions needed).
         """
         x, y = np.asarray(x), np.asarray(y)
         if len(x) != len(y):
@@ -180,6 +195,13 @@ class DataBlocks:
         # parallelize() gives partition p the p-th run of `pieces` chunks, so row order is kept.
         row_bytes = max(1, x[:1].nbytes)
         per_part = max(1, -(-len(x) // n))
+        largest = per_part * (4 * max(1, x[:1].size) + y[:1].nbytes)  # features become float32
+        if largest > MAX_PARTITION_BYTES:
+            need = -(-len(x) * largest // per_part // MAX_PARTITION_BYTES)
+            raise ValueError(f"DataBlocks.from_numpy: with num_partitions={n} a partition holds up to "
+                             f"{largest / 2**30:.2f} GiB, but one cached partition is one serialized record, which "
+                             f"must stay under {MAX_PARTITION_BYTES / 2**30:.2f} GiB (a Java byte array): use "
+                             f"num_partitions >= {need}")
         pieces = max(1, -(-per_part * row_bytes // (16 << 20)))
         bounds = np.linspace(0, len(x), n * pieces + 1).round().astype(int)
         chunks = [(x[bounds[i]:bounds[i + 1]], y[bounds[i]:bounds[i + 1]]) for i in range(n * pieces)]

@@ -1,0 +1,231 @@
+"""The measurements behind ``bench/scale_model.py --calibrate``: one small Spark job (or in-process timing) per
+part of the cost model (:class:`scale_cost.Calibration`), each isolated by a difference of two jobs or a line
+fit over a few sizes. Also the engine runs both ``--calibrate`` and ``--validate`` use: an MLP of a given
+parameter count trained for a few iterations, with the driver JVM's timings of each iteration.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from engine import median_ms  # noqa: E402  (bench/engine.py)
+from scale_cost import Calibration  # noqa: E402
+
+__all__ = ["calibrate", "driver_task_part", "mlp", "train_iterations", "FEATURES"]
+
+#: Input features of the MLPs (``FEATURES -> hidden -> 10``); the hidden width sets the parameter count.
+FEATURES = 1000
+
+
+def _ship_by_value():
+    """Spark's workers cannot import this file: its functions travel inside the tasks (cloudpickle by value)."""
+    from pyspark import cloudpickle
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def _median_s(fn, repeats: int, warmup: int = 1) -> float:
+    return median_ms(fn, repeats, warmup) / 1000
+
+
+def _drain(it):
+    for _ in it:
+        pass
+    return iter(())
+
+
+def _emit(size, it):
+    for _ in it:
+        pass
+    yield bytes(size)
+
+
+def mlp(parameters: int):
+    """A ``FEATURES -> h -> 10`` MLP with about ``parameters`` parameters."""
+    from sparkdl import nn
+    hidden = max(1, round((parameters - 10) / (FEATURES + 11)))
+    return nn.Sequential(nn.Linear(FEATURES, hidden), nn.ReLU(), nn.Linear(hidden, 10)).initialize(0)
+
+
+def launch_parts(sc, repeats: int, task_driver_s: float, iterations: int) -> dict:
+    """``task_python_s`` and ``job_s``.
+
+    ``task_python_s``, the executor side of one Python task (the round trip to the driver included): the slope of
+    empty Python jobs over 2..64 tasks on ``sc``'s slots, ``t(T) = c + T * task_driver_s + waves(T) *
+    task_python_s``. ``job_s``: an iteration of the engine on a tiny model (~1k parameters, nothing else costs)
+    less its ``S`` tasks' launch — bare PySpark jobs cost more than the engine's job (raw records, no pickling, no
+    closure cleaning), so its own iteration is the floor."""
+    from sparkdl.jvm import count_on_jvm
+    counts = [2, 16, 64]
+    # One Python RDD per size, reused: a new one per job would ship (broadcast) its function every time, which
+    # the engine's per-iteration job does not (its gradient RDD is built once per fit).
+    rdds = {t: sc.parallelize(range(t), t).mapPartitions(_drain) for t in counts}
+    py = [_median_s(lambda t=t: count_on_jvm(rdds[t]), repeats) for t in counts]
+    slots = sc.defaultParallelism
+    slope_py, _ = np.polyfit(counts, py, 1)
+    task_python_s = max(float(slope_py) - task_driver_s, 1e-6) * slots
+    tiny = train_iterations(sc, 1, slots, iterations, 2)["seconds"]
+    return {"job_s": max(tiny - slots * task_driver_s - task_python_s, 1e-4), "task_python_s": task_python_s}
+
+
+def driver_task_part(sc, repeats: int) -> dict:
+    """``task_driver_s``: the driver's cost per task, from JVM-only jobs of 1..32 trivial tasks on a master with at
+    least 32 slots (``local[32]``), so that every task starts in the first wave."""
+    from sparkdl.jvm import count_on_jvm
+    counts = [1, 8, 32]
+    rdds = {t: sc.parallelize(range(t), t) for t in counts}
+    jvm = [_median_s(lambda t=t: count_on_jvm(rdds[t]), repeats, 3) for t in counts]
+    slope, _ = np.polyfit(counts, jvm, 1)
+    return {"task_driver_s": max(float(slope), 1e-6)}
+
+
+def compute_parts(repeats: int, parameters: int = 1_000_000) -> dict:
+    """``row_param_s``, ``partition_param_s``: one partition's gradient (one thread, as a task with
+    ``spark.task.cpus=1``) for 4 and 64 rows, in this process: ``t(n) = P * (partition_param_s + n * row_param_s)``."""
+    from sparkdl import nn
+    from sparkdl.engine.worker import dropout_rng, local_gradient, task_scope
+    from sparkdl.step import sum_reduction
+    model = mlp(parameters)
+    P = model.num_parameters()
+    loss = sum_reduction(nn.CrossEntropyLoss())
+    rng = np.random.default_rng(0)
+    rows = [4, 64]
+    times = []
+    with task_scope(1):
+        for n in rows:
+            x = rng.standard_normal((n, FEATURES)).astype(np.float32)
+            y = rng.integers(0, 10, n)
+            times.append(_median_s(lambda: local_gradient(model, loss, x, y, dropout_rng(0, 0, 0, 0)), repeats, 2))
+    slope, intercept = np.polyfit(rows, times, 1)
+    return {"row_param_s": max(float(slope), 1e-15) / P, "partition_param_s": max(float(intercept), 1e-6) / P}
+
+
+def io_parts(sc, repeats: int, size: int = 32 << 20) -> dict:
+    """``python_io_bps`` (tasks writing ``size`` bytes each to their JVM, counted there), ``gather_bps`` (the same
+    bytes collected to the driver) and ``broadcast_bps`` (a broadcast of ``size`` bytes read by every task, less
+    what the Python read costs)."""
+    from sparkdl.jvm import count_on_jvm
+    slots = sc.defaultParallelism
+    src = sc.parallelize(range(slots), slots)
+    empty, emitted = src.mapPartitions(_drain), src.mapPartitions(lambda it: _emit(size, it))
+    lengths = emitted.map(len)
+    python_io = size / max(_median_s(lambda: count_on_jvm(emitted), repeats) -
+                           _median_s(lambda: count_on_jvm(empty), repeats), 1e-4)
+    gathered = _median_s(emitted.collect, repeats) - _median_s(lengths.collect, repeats)
+    gather = slots * size / max(gathered, 1e-4)
+
+    def read(nbytes):
+        bc = sc.broadcast(bytes(nbytes))
+        try:
+            count_on_jvm(src.mapPartitions(lambda it: (_drain(it), [len(bc.value)])[1]))
+        finally:
+            bc.destroy()
+    bcast_s = _median_s(lambda: read(size), repeats) - _median_s(lambda: read(16), repeats)
+    broadcast = size / max(bcast_s - size / python_io, 1e-4)
+    return {"python_io_bps": python_io, "gather_bps": gather, "broadcast_bps": broadcast}
+
+
+def shuffle_parts(sc, repeats: int) -> dict:
+    """``stage_s``, ``shuffle_bps``: tasks emitting two blocks of ``size / 2`` bytes, with and without a
+    ``partitionBy`` (the shuffle, counted on the JVM) — the difference fitted over two sizes."""
+    from sparkdl.jvm import count_on_jvm
+    slots = sc.defaultParallelism
+    src = sc.parallelize(range(slots), slots)
+
+    def pairs(size, it):
+        for _ in it:
+            pass
+        return [(0, bytes(size // 2)), (1, bytes(size // 2))]
+    sizes = [4 << 20, 64 << 20]
+    extra = []
+    for size in sizes:
+        plain = src.mapPartitions(lambda it, size=size: pairs(size, it))
+        shuffled = plain.partitionBy(2)
+        extra.append(_median_s(lambda: count_on_jvm(shuffled), repeats) -
+                     _median_s(lambda: count_on_jvm(plain), repeats))
+    total = [slots * s for s in sizes]
+    slope, stage_s = np.polyfit(total, extra, 1)
+    if slope <= 0:
+        print(f"warning: the shuffle added {extra} s for {total} bytes: no cost per byte measurable (a loaded "
+              "machine?); rerun --calibrate", file=sys.stderr)
+    return {"stage_s": max(float(stage_s), 1e-4), "shuffle_bps": 1 / max(float(slope), 1e-12)}
+
+
+def train_iterations(sc, parameters: int, partitions: int, iterations: int, warmup: int, batch_size: int = 64,
+                     rows: int = 2048) -> dict:
+    """Train :func:`mlp` (``parameters``) with SGD + momentum on ``partitions`` partitions for ``warmup +
+    iterations`` iterations (the engine's own reduce choice); the median seconds of the last ``iterations``, the
+    reduce the engine ran, the driver JVM's milliseconds per iteration over them and the bytes of task results that
+    reached the driver per iteration (Spark's task metrics)."""
+    from sparkdl import nn
+    from sparkdl.engine import DataBlocks, DistributedTrainer, MaxIteration
+    from sparkdl.jvm import start_profiler, stop_profiler
+    from sparkdl.optim import SGD
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((rows, FEATURES)).astype(np.float32)
+    y = rng.integers(0, 10, rows)
+    data = DataBlocks.from_numpy(sc, x, y, partitions)
+    model = mlp(parameters)
+    trainer = DistributedTrainer(model, nn.CrossEntropyLoss(), SGD(lr=0.01, momentum=0.9), batch_size=batch_size,
+                                 end_trigger=MaxIteration(warmup + iterations), progress=False)
+    seen = {}
+    step = trainer._step
+
+    def timed(*a):  # the driver JVM's timings over the measured iterations (the loop is closed after fit)
+        if trainer.state.iteration == warmup:
+            if trainer._jvm is not None:
+                trainer._jvm.loop.take_timings()
+            start_profiler(sc)
+        step(*a)
+        if trainer.state.iteration == warmup + iterations and trainer._jvm is not None:
+            seen["jvm"] = trainer._jvm.loop.take_timings()
+            seen["strategy"] = "driver" if trainer._jvm.driver_reduce else "shuffle"
+            seen["blocks"] = len(trainer._jvm.bounds) - 1
+    trainer._step = timed
+    summary = trainer.fit(data)
+    data.unpersist()
+    time.sleep(1.0)  # the listener bus delivers the last task metrics asynchronously
+    jobs = [j for j in stop_profiler(sc) if j["stages"]]
+    result_bytes = sum(st["result_bytes"] for j in jobs for st in j["stages"]) / iterations
+    secs = [r["seconds"] for r in summary.iterations[warmup:]]
+    jvm = seen.get("jvm") or {}
+    per = {k: v / max(1, jvm.get("iterations", 1)) for k, v in jvm.items() if k.endswith("_ms")}
+    return {"parameters": model.num_parameters(), "partitions": partitions, "batch_size": batch_size,
+            "seconds": float(np.median(secs)), "strategy": seen.get("strategy", "python"),
+            "blocks": seen.get("blocks"), "jvm_ms": per, "driver_bytes": result_bytes}
+
+
+def reduce_parts(sc, iterations: int, parameters: int = 1_000_000) -> dict:
+    """``driver_sum_fps``, ``update_param_s``, ``record_overhead_bytes``: the driver reduce's time per iteration
+    (``TrainingLoop``'s timings) with 2 and 16 partitions of a one-block MLP, ``t(N) = N * P / driver_sum_fps + P *
+    update_param_s``, and the task result bytes per partition beyond the ``4P`` of its gradient."""
+    counts = [2, 16]
+    runs = [train_iterations(sc, parameters, n, iterations, 2) for n in counts]
+    secs = [r["jvm_ms"].get("driver_reduce_ms", 0.0) / 1000 for r in runs]
+    P = runs[0]["parameters"]
+    slope, intercept = np.polyfit(counts, secs, 1)
+    if slope <= 0:
+        print(f"warning: the driver reduce took {secs} s with {counts} partitions: no summation cost measurable "
+              "(a loaded machine?); rerun --calibrate", file=sys.stderr)
+    overhead = runs[1]["driver_bytes"] / counts[1] - 4 * P
+    return {"driver_sum_fps": P / max(float(slope), P / 1e10), "update_param_s": max(float(intercept), 1e-7) / P,
+            "record_overhead_bytes": max(float(overhead), 0.0)}
+
+
+def calibrate(sc, task_driver_s: float, repeats: int = 5, iterations: int = 5) -> Calibration:
+    """Every part but ``task_driver_s`` (given: :func:`driver_task_part`), measured on ``sc``'s master."""
+    _ship_by_value()
+    parts = {"task_driver_s": task_driver_s}
+    parts.update(launch_parts(sc, repeats, task_driver_s, iterations))
+    parts.update(compute_parts(repeats))
+    parts.update(io_parts(sc, repeats))
+    parts.update(shuffle_parts(sc, repeats))
+    parts.update(reduce_parts(sc, iterations))
+    parts["host"] = f"{platform.node()} {os.cpu_count()} cores, master {sc.master}"
+    return Calibration.from_dict(parts)

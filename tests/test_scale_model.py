@@ -1,0 +1,133 @@
+"""The iteration-time cost model of bench/scale_model.py: hand-worked predictions, the structure of each reduce
+strategy (what grows with partitions, executors, parameters), and its reduce rule against what the engine runs."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+sys.path.insert(0, BENCH)
+
+import scale_cost  # noqa: E402
+import scale_model  # noqa: E402
+from scale_cost import Calibration, Cluster, Strategy, efficiency, predict, reduce_strategy  # noqa: E402
+
+CAL = Calibration(job_s=0.01, task_driver_s=0.001, task_python_s=0.002, stage_s=0.05, row_param_s=1e-9,
+                  partition_param_s=1e-8, python_io_bps=1e8, gather_bps=1e7, broadcast_bps=1e7, shuffle_bps=1e8,
+                  driver_sum_fps=1e9, update_param_s=1e-8)
+SMALL = Cluster(executors=2, cores=1, partitions=4, parameters=1000, batch_size=8)
+
+
+def test_driver_reduce_prediction_worked_by_hand():
+    p = predict(CAL, SMALL, Strategy("driver", 1))
+    record = 80 + 4 * 1000  # two 40-byte headers (gradient, buffers) + the float32 gradient
+    assert p["launch"] == pytest.approx(0.01 + 2 * 0.001 + 1 * 0.002)  # job, 2 tasks, 1 wave
+    assert p["weights"] == pytest.approx(4000 / 1e8)  # 4 KB ride inside the tasks: no broadcast, one read
+    assert p["compute"] == pytest.approx(1000 * (4 * 1e-9 + 2 * 1e-8) + 2 * record / 1e8)  # 4 rows, 2 partitions
+    assert p["gather"] == pytest.approx(4 * record / 1e7)  # every partition's record reaches the driver
+    assert p["reduce"] == pytest.approx(4 * 1000 / 1e9 + 1000 * 1e-8)
+    assert p["driver_bytes"] == 4 * record
+    assert p["total"] == pytest.approx(0.014 + 4e-5 + 1.056e-4 + 1.632e-3 + 1.4e-5)
+
+
+def test_presum_and_shuffle_predictions_worked_by_hand():
+    record = 4080
+    pre = predict(CAL, SMALL, Strategy("driver-presum", 1))
+    assert pre["gather"] == pytest.approx(2 * record / 1e7) and pre["driver_bytes"] == 2 * record
+    assert pre["reduce"] == pytest.approx(2 * 1000 / 1e9 + 2 * 1000 / 1e9 + 1e-5)  # executors pre-sum, driver sums 2
+    sh = predict(CAL, SMALL, Strategy("shuffle", 2))
+    total = 4 * (2 * 80 + 4 * 1000)  # each partition writes 2 block records
+    write = 2 * (total / 4) / 1e8
+    read = (total / 2) / 1e8  # half local, half remote; network infinite: both at shuffle_bps
+    assert sh["shuffle"] == pytest.approx(0.05 + 2 * 0.001 + write + read)
+    assert sh["reduce"] == pytest.approx(4 * 1000 / 2 / 1e9 + 1e-5 / 2)
+    assert sh["weights"] == pytest.approx((4000 + 2 * 4000) / 1e7 + 4000 / 1e8)  # broadcast: 4 KB + 2 rounds
+    assert sh["driver_bytes"] == 4000 + 2 * 80
+
+
+def test_what_each_strategy_grows_with():
+    def driver_bytes(name, **kw):
+        cl = Cluster(**{**SMALL.__dict__, **kw})
+        return predict(CAL, cl, Strategy(name, 2 if name == "shuffle" else 1))["driver_bytes"]
+    assert driver_bytes("driver", partitions=40) == 10 * driver_bytes("driver", partitions=4)
+    assert driver_bytes("driver-presum", partitions=40) == driver_bytes("driver-presum", partitions=4)
+    assert driver_bytes("driver-presum", executors=20) == 10 * driver_bytes("driver-presum", executors=2)
+    assert driver_bytes("shuffle", partitions=40, executors=20) == driver_bytes("shuffle")
+    # Two slots on one core: compute takes twice as long; a network slower than the calibration caps the gather.
+    one_core = predict(CAL, Cluster(**{**SMALL.__dict__, "host_cores": 1}), Strategy("driver", 1))
+    assert one_core["compute"] == pytest.approx(2 * predict(CAL, SMALL, Strategy("driver", 1))["compute"])
+    slow = predict(CAL, Cluster(**{**SMALL.__dict__, "network_bps": 1e6}), Strategy("driver", 1))
+    assert slow["gather"] == pytest.approx(4 * 4080 / 1e6)
+    with pytest.raises(ValueError, match="strategy.name"):
+        predict(CAL, SMALL, Strategy("tree", 1))
+
+
+def test_weak_scaling_efficiency_falls_with_the_driver_fan_in():
+    base = Cluster(1, 4, 8, 1_000_000, 128, network_bps=1.25e9)
+    effs = []
+    for e in (16, 64, 256):
+        cl = Cluster(e, 4, 8 * e, 1_000_000, 128 * e, network_bps=1.25e9)
+        effs.append(efficiency(CAL, cl, Strategy("driver", 1), base, Strategy("driver", 1)))
+    assert 0 < effs[2] < effs[1] < effs[0] <= 1
+    same = efficiency(CAL, base, Strategy("driver", 1), base, Strategy("driver", 1))
+    assert same == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("parameters, partitions, expected", [
+    (100_000, 4, Strategy("driver", 1)), ((1 << 20), 4, Strategy("driver", 1)),
+    ((1 << 20) + 1, 4, Strategy("shuffle", 2)), (10_000_000, 4, Strategy("shuffle", 4)),
+    (10_000_000, 100, Strategy("shuffle", 10)), (10_000_000, 1, Strategy("driver", 1))])
+def test_reduce_rule(parameters, partitions, expected):
+    assert reduce_strategy(parameters, partitions, 8, 4, 1 << 20) == expected
+    assert reduce_strategy(100, 4, 8, 4, 1 << 20, driver_reduce=False) == Strategy("shuffle", 1)
+
+
+def test_calibration_json_and_masters():
+    d = CAL.to_dict()
+    assert Calibration.from_dict(d) == CAL
+    del d["shuffle_bps"]
+    with pytest.raises(ValueError, match="shuffle_bps"):
+        Calibration.from_dict(d)
+    assert scale_model.parse_master("local[2]") == (1, 2)
+    assert scale_model.parse_master("local-cluster[4,1,1024]") == (4, 1)
+    with pytest.raises(ValueError, match="local-cluster"):
+        scale_model.parse_master("yarn")
+
+
+def test_prediction_table_flags_the_driver_reduce_over_max_result_size():
+    rows = scale_model.prediction_table(CAL, [16, 256], [1_000_000, 100_000_000], cores=4, partitions_per_core=2,
+                                        rows_per_core=32, value_bytes=4, network_bps=1.25e9)
+    by = {(r["parameters"], r["executors"]): r for r in rows}
+    assert by[(1_000_000, 16)]["rule"] == "driver" and not by[(1_000_000, 16)]["over_max_result_size"]
+    assert by[(1_000_000, 256)]["over_max_result_size"]  # 2048 records of 4 MB
+    assert by[(100_000_000, 16)]["rule"] == "shuffle" and by[(100_000_000, 16)]["blocks"] == 96
+
+
+def test_the_rule_is_what_the_engine_runs(spark, monkeypatch):
+    """With 64-parameter blocks, models of 50, 100 and 300 parameters on 3 partitions: the engine reduces on the
+    driver, in 2 and in 3 JVM reduce tasks, as :func:`scale_model.engine_rule` says."""
+    from sparkdl import nn
+    from sparkdl.engine import DataBlocks, DistributedTrainer, MaxIteration, loop
+    from sparkdl.optim import SGD
+    monkeypatch.setattr(loop, "BLOCK_PARAMETERS", 64)
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((60, 4)).astype(np.float32), rng.integers(0, 2, 60)
+    data = DataBlocks.from_numpy(spark.sparkContext, x, y, 3)
+    seen = []
+    for hidden in (5, 12, 40):
+        model = nn.Sequential(nn.Linear(4, hidden), nn.ReLU(), nn.Linear(hidden, 2)).initialize(0)
+        trainer = DistributedTrainer(model, nn.CrossEntropyLoss(), SGD(lr=0.1), batch_size=12,
+                                     end_trigger=MaxIteration(1), progress=False)
+        step = trainer._step
+
+        def recorded(*a, trainer=trainer, step=step):
+            seen.append(("driver" if trainer._jvm.driver_reduce else "shuffle", len(trainer._jvm.bounds) - 1))
+            step(*a)
+        trainer._step = recorded
+        trainer.fit(data)
+        rule = scale_model.engine_rule(model.num_parameters(), 3, 1, 2)
+        assert seen[-1] == (rule.name, rule.blocks), (model.num_parameters(), seen[-1], rule)
+    data.unpersist()
+    assert seen == [("driver", 1), ("shuffle", 2), ("shuffle", 3)]
+    assert scale_cost.RECORD_HEADER_BYTES == 80
