@@ -33,10 +33,11 @@ from sparkdl.engine import local_cache
 from sparkdl.engine.tasks import MISS, FitContext, partition_gradient
 from sparkdl.engine.worker import freeze_worker_heap, task_scope
 from sparkdl.optim import SGD, Adam, AdamW
+from sparkdl.step.tree_sum import TreeSum, maximal_nodes, node_end
 
 __all__ = ["JvmAllReduce", "DRIVER_REDUCE", "supports", "encode_program", "pack_states", "unpack_states", "gradient_records"]
 
-_RECORD = struct.Struct("<iiiiddq")  # kind, block, partition, reserved, loss, normalizer, count
+_RECORD = struct.Struct("<iiiiddq")  # kind, block, node lo (partition), node level, loss, normalizer, count
 _GRAD, _MISS, _BUFFERS, _GRAD16 = 1, 2, 3, 4
 _HEADER = struct.Struct("<6i")  # magic, epoch, iteration, global iteration, full, number of partitions
 _MAGIC = 0x53444C31
@@ -141,6 +142,29 @@ def _deserialize(deserializer, frames) -> list:
     return items
 
 
+def _add_gradients(a, b):
+    """Tree addition of two pre-summed gradient values ``[float32 sum, float16 leaf or None, loss, normalizer]``."""
+    return [np.add(a[0], b[0], out=a[0]), None, a[2] + b[2], a[3] + b[3]]
+
+
+def _add_buffers(a, b):
+    """Tree addition of ``(buffer sum weighted by rows or None, rows)``."""
+    return (None if a[0] is None or b[0] is None else np.add(a[0], b[0], out=a[0]), a[1] + b[1])
+
+
+def _node_records(bounds, grads: list, buffers: list):
+    """The raw records of pre-summed tree nodes (``Frames.java``): one per AllReduce block of each gradient node
+    (float16 when it is one compressed leaf, else float32), one ``BUFFERS`` record per buffer node."""
+    for lo, level, (grad, half, loss_sum, norm) in grads:
+        kind, values = (_GRAD, grad) if half is None else (_GRAD16, half)
+        for k in range(len(bounds) - 1):
+            block = values[bounds[k]:bounds[k + 1]]
+            yield _RECORD.pack(kind, k, lo, level, loss_sum if k == 0 else 0.0, norm, 0) + block.tobytes()
+    for lo, level, (buffer_sum, count) in buffers:
+        yield _RECORD.pack(_BUFFERS, 0, lo, level, 0.0, 0.0, count) + \
+            (b"" if buffer_sum is None else buffer_sum.tobytes())
+
+
 def gradient_records(fit_broadcast, data_deserializer, split: int, frames):
     """Stage 1 of a JVM-reduce iteration (runs in a Python worker).
 
@@ -161,30 +185,31 @@ def gradient_records(fit_broadcast, data_deserializer, split: int, frames):
     num_parameters = fit.model.flat_parameters.size
     split_weights = (weights[:num_parameters], weights[num_parameters:])
     ctx = _Iteration(epoch, iteration, global_iteration)
-    bounds = fit.bounds
     if items is not None and fit.data_key is not None and fit.offsets[split + 1] > fit.offsets[split]:
         local_cache.store(fit.data_key, split, *items[0])  # even without rows in this batch: no miss later
+    own = sorted(int(q) for q in partitions)
+    num_partitions = len(fit.offsets) - 1
+    nodes = maximal_nodes(own, lambda q: fit.offsets[q + 1] == fit.offsets[q], num_partitions)
     with task_scope(fit.threads):  # once per task, not per partition
-        for p in (int(q) for q in partitions):
-            def source(p=p):
-                if items is not None:
-                    return items[0]
-                return local_cache.load(fit.data_key, p) if fit.data_key is not None else None
-            out = partition_gradient(fit, ctx, p, source, split_weights)
-            if out is None:
-                continue
-            if out is MISS:
-                for k in range(len(bounds) - 1):
-                    yield _RECORD.pack(_MISS, k, p, 0, 0.0, 0.0, 0)
-                continue
-            grad, loss_sum, norm, (buffer_sum, count) = out
-            kind, dtype = (_GRAD16, "<f2") if fit.compress == "fp16" else (_GRAD, "<f4")
-            grad = grad.astype(dtype, copy=False)  # numpy's rounding, as the Python path's gradient_task
-            for k in range(len(bounds) - 1):
-                block = grad[bounds[k]:bounds[k + 1]]
-                yield _RECORD.pack(kind, k, p, 0, loss_sum if k == 0 else 0.0, norm, 0) + block.tobytes()
-            yield _RECORD.pack(_BUFFERS, 0, p, 0, 0.0, 0.0, count) + \
-                (b"" if buffer_sum is None else buffer_sum.astype("<f4").tobytes())
+        members = iter(own)
+        p = next(members, None)
+        for lo, level in nodes:
+            grads, buffers = TreeSum(_add_gradients), TreeSum(_add_buffers)
+            while p is not None and p < node_end(lo, level):
+                def source(p=p):
+                    if items is not None:
+                        return items[0]
+                    return local_cache.load(fit.data_key, p) if fit.data_key is not None else None
+                out = partition_gradient(fit, ctx, p, source, split_weights)
+                if out is MISS:
+                    yield from (_RECORD.pack(_MISS, k, p, 0, 0.0, 0.0, 0) for k in range(len(fit.bounds) - 1))
+                elif out is not None:
+                    grad, loss_sum, norm, (buffer_sum, count) = out
+                    half = grad.astype("<f2") if fit.compress == "fp16" else None  # numpy's rounding
+                    grads.push(p, 0, [grad if half is None else half.astype(np.float32), half, loss_sum, norm])
+                    buffers.push(p, 0, (None if buffer_sum is None else buffer_sum.astype(np.float32), count))
+                p = next(members, None)
+            yield from _node_records(fit.bounds, grads.nodes(), buffers.nodes())
     freeze_worker_heap()
 
 

@@ -24,6 +24,7 @@ from sparkdl.engine.allreduce import mean_gradient, split_blocks, sum_block, upd
 from sparkdl.engine.plan import local_schedule
 from sparkdl.engine.task_errors import TrainingDivergedError, task_context
 from sparkdl.engine.worker import dropout_rng, local_gradient, task_scope
+from sparkdl.step.tree_sum import TreeSum
 
 __all__ = ["FitContext", "IterationContext", "gradient_task", "partition_gradient", "reduce_update_task",
            "reduce_only_task", "square_norm_task", "tensor_norms_task", "FaultInjected", "ShardResults"]
@@ -184,8 +185,9 @@ GRAD, STATE, REDUCED, MISS = "g", "s", "r", "m"
 def _reduce(k: int, size: int, records):
     """Sum the gradient parts of block k; pass the shard's state (and an already reduced block) through.
 
-    Parts are summed in the order of their source partition, not in shuffle arrival order, so the sum
-    — and the whole run — is bit-reproducible whatever order the shuffle delivers them in. The reduced
+    Parts are summed in the fixed tree order over partition ids (:mod:`sparkdl.step.tree_sum`), not in shuffle
+    arrival order, so the sum — and the whole run — is bit-reproducible whatever order the shuffle delivers
+    them in, and equal to the reference's and the JVM reduce's. The reduced
     value is ``None`` when a partition reported a :data:`MISS` (the iteration must be rerun)."""
     parts, state, reduced, missed = [], None, None, False
     for _, (kind, value) in records:
@@ -201,14 +203,12 @@ def _reduce(k: int, size: int, records):
         return None, state
     if reduced is not None:  # second pass of a clip_norm iteration: the block was summed in the first
         return reduced, state
-    parts.sort(key=lambda part: part[0])
-    grad_sum, loss_sum, norm_sum = sum_block(((blk, loss, norm) for _, blk, loss, norm, _ in parts), size)
-    buf, n = None, 0
-    for *_, extra in parts:
+    grad_sum, loss_sum, norm_sum = sum_block(((p, blk, loss, norm) for p, blk, loss, norm, _ in parts), size)
+    buffers = TreeSum(lambda a, b: (b[0] if a[0] is None or b[0] is None else a[0] + b[0], a[1] + b[1]))
+    for p, *_, extra in sorted(parts, key=lambda part: part[0]):
         if extra is not None:
-            b_sum, n_p = extra
-            buf = b_sum if buf is None or b_sum is None else buf + b_sum
-            n += n_p
+            buffers.push(p, 0, extra)
+    buf, n = buffers.result() or (None, 0)
     return (grad_sum, loss_sum, norm_sum, buf, n), state
 
 

@@ -9,8 +9,10 @@ import java.nio.ByteOrder;
  *
  * <pre>
  * gradient task output, one record per (partition, block):
- *   int32 kind | int32 block | int32 partition | int32 reserved | float64 loss | float64 normalizer |
+ *   int32 kind | int32 block | int32 node lo | int32 node level | float64 loss | float64 normalizer |
  *   int64 count | float32[] payload
+ * a record is the value of the tree node (lo, level), partitions [lo, lo + 2^level) ({@link TreeSum}): a leaf
+ * (level 0, lo = the partition) or a sum its task or a combine task pre-summed in the tree's order
  * kind GRAD: payload = the partition's summed gradient of that block
  * kind GRAD16: the same as IEEE binary16 (compress='fp16': numpy's float32 to float16 rounding in Python), so
  *   the payload is int16[] and each element is widened to float32 exactly before it is added
@@ -51,6 +53,10 @@ final class Frames {
 
     static int partition(byte[] f) {
         return wrap(f).getInt(8);
+    }
+
+    static int level(byte[] f) {
+        return wrap(f).getInt(12);
     }
 
     static double loss(byte[] f) {
@@ -115,6 +121,30 @@ final class Frames {
             return Float.intBitsToFloat(sign | 0x7f800000 | (mantissa << 13));
         }
         return Float.intBitsToFloat(sign | ((exponent + 112) << 23) | (mantissa << 13));
+    }
+
+    /** The payload's values as float32, exactly (binary16 widened), in a new array. */
+    static float[] values(byte[] f) {
+        if (kind(f) != GRAD16) {
+            return payload(f);
+        }
+        int n = payloadLength(f);
+        short[] h = new short[n];
+        wrap(f).position(HEADER).slice().order(ByteOrder.LITTLE_ENDIAN).asShortBuffer().get(h);
+        float[] out = new float[n];
+        for (int i = 0; i < n; i++) {
+            out[i] = widen(h[i]);
+        }
+        return out;
+    }
+
+    /** A float32 record (the layout above). */
+    static byte[] record(int kind, int block, int lo, int level, double loss, double normalizer, long count,
+                         float[] payload) {
+        ByteBuffer b = ByteBuffer.allocate(HEADER + 4 * payload.length).order(ByteOrder.LITTLE_ENDIAN);
+        b.putInt(kind).putInt(block).putInt(lo).putInt(level).putDouble(loss).putDouble(normalizer).putLong(count);
+        b.asFloatBuffer().put(payload);
+        return b.array();
     }
 
     static float[] payload(byte[] f) {

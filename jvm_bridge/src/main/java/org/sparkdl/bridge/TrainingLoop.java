@@ -55,6 +55,8 @@ public final class TrainingLoop {
     private final boolean localEnabled;
     private final boolean driverReduce;
     private boolean localReady;
+    /** Gradient records per block the group tasks of the local source send ({@link GroupAssignment#records}). */
+    private int localRecords;
 
     private float[] weights = new float[0];
     private float[] buffers = new float[0];
@@ -311,11 +313,21 @@ public final class TrainingLoop {
         return driverReduce ? reduceOnDriver(gradients, prog) : reduceOnExecutors(gradients, prog);
     }
 
-    /** One stage: collect every gradient task's records, then sum and update here. */
+    /**
+     * Gradient records the driver collects directly, per executor; beyond, a combine stage pre-sums them. Each
+     * is one model's bytes (float32), so the driver receives at most this many times executors x model bytes.
+     */
+    static final int FAN_IN_PER_EXECUTOR = 2;
+
+    /** Whether the last driver-reduce attempt ran the combine stage (tests). */
+    private boolean lastCombined;
+
+    /** One stage (two with a combine stage): collect the gradient records, then sum and update here. */
     private Attempt reduceOnDriver(JavaRDD<byte[]> gradients, UpdateProgram prog) {
         Attempt a = new Attempt();
         long start = System.nanoTime();
-        List<byte[]> frames = Jobs.collect(jsc, gradients);
+        int records = gradients == localGradients ? localRecords : nonEmptyPartitions();
+        List<byte[]> frames = Jobs.collect(jsc, fanIn(gradients, records));
         long collected = System.nanoTime();
         a.jobNanos = collected - start;
         List<Tuple2<Integer, byte[]>> keyed = new ArrayList<>(frames.size());
@@ -328,6 +340,46 @@ public final class TrainingLoop {
         a.missed = next.missed;
         a.reduceNanos = System.nanoTime() - collected;
         return a;
+    }
+
+    /**
+     * {@code gradients} as the driver collects them: unchanged when they are at most {@link #FAN_IN_PER_EXECUTOR}
+     * records per executor, else through a combine stage of at most one JVM task per executor, task j summing the
+     * records of tree node j at the level where the nodes are no more than the executors (same tree, same bits).
+     */
+    private JavaRDD<byte[]> fanIn(JavaRDD<byte[]> gradients, int records) {
+        int executors = executors();
+        lastCombined = records > FAN_IN_PER_EXECUTOR * executors;
+        if (!lastCombined) {
+            return gradients;
+        }
+        int n = sizes.length;
+        int level = 0;
+        while (((n - 1) >> level) + 1 > executors) {
+            level++;
+        }
+        return gradients.mapToPair(new Jobs.KeyByNode(level))
+                .partitionBy(new BlockPartitioner(((n - 1) >> level) + 1))
+                .mapPartitions(new Jobs.Combine());
+    }
+
+    /** Executors of the application (public status API; the driver counts as one in local mode). */
+    private int executors() {
+        int infos = jsc.sc().statusTracker().getExecutorInfos().length;
+        return Math.max(1, infos - 1);
+    }
+
+    private int nonEmptyPartitions() {
+        int n = 0;
+        for (long s : sizes) {
+            n += s > 0 ? 1 : 0;
+        }
+        return n;
+    }
+
+    /** Whether the last iteration's gradient records went through the combine stage (driver reduce only). */
+    public boolean lastCombined() {
+        return lastCombined;
     }
 
     private Attempt reduceOnExecutors(JavaRDD<byte[]> gradients, UpdateProgram prog) {
@@ -407,6 +459,7 @@ public final class TrainingLoop {
     private void assignGroups() {
         GroupAssignment g = GroupAssignment.of(jsc, data.rdd(), sizes, localSource.getNumPartitions());
         context.groups = g.table;
+        localRecords = g.records;
         localSource.setLocations(g.where);
     }
 
