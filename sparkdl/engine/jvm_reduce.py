@@ -7,12 +7,16 @@ One iteration is one call of :meth:`JvmAllReduce.step`, i.e. one py4j round trip
   no pickling), computes the gradient of its data partition(s) with the same function as the Python path
   (:func:`sparkdl.engine.tasks.partition_gradient`) and writes raw records ``header | float32 block`` per
   AllReduce block (layout in ``Frames.java``). Over executor-local data copies, one task computes a whole
-  group of co-located partitions (one task per core, whatever the number of partitions).
-* stage 2, JVM: block k's records are summed in source-partition order, divided by the global normalizer
+  group of co-located partitions (one task per core, whatever the number of partitions) and sends, per block,
+  one record per aligned node of the summation tree its group makes (:mod:`sparkdl.step.tree_sum`): the
+  node's pre-summed value.
+* stage 2, JVM: block k's records are summed in the tree's order, divided by the global normalizer
   and the optimizer update is applied to shard k with its cached state — the numba kernels' float32
   arithmetic, operation for operation, so results are bitwise those of the Python path
   (``tests/test_jvm_reduce.py``). With one block (models under ~1M parameters) there is no stage 2: the
-  driver JVM collects the records and does the same sum and update itself (:data:`DRIVER_REDUCE`).
+  driver JVM collects the records and does the same sum and update itself (:data:`DRIVER_REDUCE`); when there
+  are more than two records per executor, a JVM combine stage sums them by tree node first (one task per
+  executor at most), so the driver receives at most 2 x executors x model bytes of gradients.
 
 The driver keeps the weights on the JVM; Python reads them (and the shard states) only for validation,
 snapshots, checkpoints and at the end. Supported: :class:`~sparkdl.optim.SGD` (momentum, dampening,
