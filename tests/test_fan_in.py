@@ -8,7 +8,7 @@ gradient tasks (one task computing every partition stands for local[1]; five for
 import numpy as np
 import pytest
 
-from sparkdl import nn
+from sparkdl import chunking, nn
 from sparkdl.engine import DataBlocks, DistributedTrainer, MaxEpoch, MaxIteration, jvm_reduce, loop
 from sparkdl.engine.plan import global_batch
 from sparkdl.engine.worker import dropout_rng
@@ -108,3 +108,27 @@ def test_driver_receives_at_most_two_model_copies_per_executor(spark):
         assert driver_bytes <= 2 * executors * model_bytes + last["tasks"] * 32768, job
         assert driver_bytes >= model_bytes  # it did measure the gradient records
     assert np.isfinite(model.flat_parameters).all()
+
+
+@pytest.mark.parametrize("driver", [True, False], ids=["driver_reduce", "executor_reduce"])
+def test_weights_and_blocks_in_small_chunks_are_bitwise_equal(data, monkeypatch, driver):
+    """A 256-byte chunk limit: the weights travel as ~2 chunks each way and gradients in blocks of <= 64 values
+    (14 blocks instead of 1), without changing a bit."""
+    monkeypatch.setattr(jvm_reduce, "DRIVER_REDUCE", driver)
+    whole, whole_loss = _fit(data)
+    monkeypatch.setattr(chunking, "MAX_CHUNK_BYTES", 256)
+    model = _model()
+    trainer = DistributedTrainer(model, nn.CrossEntropyLoss(), SGD(lr=0.05, momentum=0.9), batch_size=BATCH,
+                                 end_trigger=MaxEpoch(1), seed=SEED, progress=False, jvm_reduce=True)
+    summary = trainer.fit(data)
+    assert len(trainer._bounds) - 1 == -(-4 * model.num_parameters() // 256)
+    np.testing.assert_array_equal(np.asarray(summary.loss), whole_loss)
+    np.testing.assert_array_equal(model.flat_parameters, whole.flat_parameters)
+    np.testing.assert_array_equal(model.flat_buffers, whole.flat_buffers)
+
+
+def test_chunk_ranges():
+    assert chunking.chunk_ranges(10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert chunking.chunk_ranges(0, 4) == [(0, 0)]
+    with pytest.raises(ValueError, match="multiple of 4 bytes, got 6"):
+        chunking.chunk_ranges(10, 6)

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from sparkdl.chunking import min_blocks
 from sparkdl.engine import tasks
 from sparkdl.engine.allreduce import block_bounds, merge_blocks
 from sparkdl.engine.broadcast import CloudBroadcast
@@ -96,6 +97,7 @@ class DriverLoop(Recovery, ShardStates):
             set_jvm_log_level(sc, logger, "ERROR")
         P = self.model.num_parameters()
         K = opts.num_blocks or min(data.num_partitions, -(-P // BLOCK_PARAMETERS))
+        K = min(max(K, min_blocks(P)), max(P, 1))  # no gradient record over the chunk limit
         bounds = block_bounds(P, K)
         if self.optimizer.layout is None:
             self.optimizer.configure(self.model.parameter_layout())

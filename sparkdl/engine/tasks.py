@@ -125,6 +125,8 @@ def partition_gradient(fit: FitContext, ctx, p: int, data_source: Callable, weig
     task's :func:`sparkdl.engine.worker.task_scope` (the caller's, once per task): ``None`` when it
     has no rows in this global batch, :data:`MISS` when ``data_source()`` has no data for it, else
     ``(grad_sum, loss_sum, normalizer, extra)`` with ``extra = (buffer_sum_weighted or None, n)``.
+    ``weights``: ``(parameters, buffers)``; parameters ``None`` when the caller has set them in ``fit.model`` for
+    the whole task (a forward/backward pass leaves parameters as they are, as the reference assumes too).
     Both AllReduce paths (Python and JVM reduce) compute gradients with this one function."""
     _maybe_fail(fit, "gradient", p, ctx)
     if fit.offsets[p + 1] == fit.offsets[p]:
@@ -139,7 +141,8 @@ def partition_gradient(fit: FitContext, ctx, p: int, data_source: Callable, weig
     x, y = data
     model = fit.model
     w, buffers = weights
-    model.flat_parameters[...] = w
+    if w is not None:  # None: the caller set this task's parameters already (the forward pass keeps them)
+        model.flat_parameters[...] = w
     model.flat_buffers[...] = buffers
     with task_context("gradient", p, ctx.epoch, ctx.global_iteration, rows=idx):
         xb, yb = x[idx], y[idx]

@@ -18,13 +18,13 @@ import scala.Tuple2;
  */
 final class BlockReducer implements FlatMapFunction2<Iterator<Tuple2<Integer, byte[]>>, Iterator<ShardState>, ShardState> {
     private final UpdateProgram program;
-    private final Broadcast<byte[]> weights;
+    private final Broadcast<byte[][]> weights;
     /** The weights themselves (the driver-reduce mode, on the driver), else null. */
-    private final byte[] localWeights;
+    private final byte[][] localWeights;
     private final long[] bounds;
 
     /** In a reduce task: the weights come from their broadcast. */
-    BlockReducer(UpdateProgram program, Broadcast<byte[]> weights, long[] bounds) {
+    BlockReducer(UpdateProgram program, Broadcast<byte[][]> weights, long[] bounds) {
         this.program = program;
         this.weights = weights;
         this.localWeights = null;
@@ -32,7 +32,7 @@ final class BlockReducer implements FlatMapFunction2<Iterator<Tuple2<Integer, by
     }
 
     /** On the driver: the weights are at hand. */
-    BlockReducer(UpdateProgram program, byte[] weights, long[] bounds) {
+    BlockReducer(UpdateProgram program, byte[][] weights, long[] bounds) {
         this.program = program;
         this.weights = null;
         this.localWeights = weights;
@@ -91,7 +91,7 @@ final class BlockReducer implements FlatMapFunction2<Iterator<Tuple2<Integer, by
         } else {
             java.util.Arrays.fill(g, 0f);
         }
-        float[] p = Frames.floats(localWeights != null ? localWeights : weights.value(), 4 * lo, n);
+        float[] p = Frames.floats(localWeights != null ? localWeights : weights.value(), 4L * lo, n);
         float[][] arrays = old.copyArrays();
         if (arrays.length != program.numStateArrays()) {
             throw new IllegalStateException("sparkdl bridge: shard " + k + " has " + arrays.length

@@ -159,6 +159,53 @@ final class Frames {
         return out;
     }
 
+    /** {@code n} floats from byte offset {@code offset} of the concatenation of {@code chunks}. */
+    static float[] floats(byte[][] chunks, long offset, int n) {
+        float[] out = new float[n];
+        int done = 0;
+        long start = 0;
+        for (byte[] c : chunks) {
+            long end = start + c.length;
+            if (done < n && offset + 4L * done < end) {
+                int from = (int) (offset + 4L * done - start);
+                int count = Math.min(n - done, (c.length - from) / 4);
+                wrap(c).position(from).slice().order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(out, done, count);
+                done += count;
+            }
+            start = end;
+        }
+        if (done != n) {
+            throw new IllegalArgumentException("sparkdl bridge: " + n + " floats from byte " + offset + " past the end");
+        }
+        return out;
+    }
+
+    /** {@code a} then {@code b} as float32 bytes in chunks of at most {@code limit} bytes (a multiple of 4). */
+    static byte[][] chunks(float[] a, float[] b, int limit) {
+        long total = 4L * a.length + 4L * b.length;
+        int count = (int) Math.max(1, (total + limit - 1) / limit);
+        byte[][] out = new byte[count][];
+        long pos = 0;  // in floats, over a then b
+        for (int i = 0; i < count; i++) {
+            int floats = (int) Math.min(limit / 4, total / 4 - pos);
+            ByteBuffer buf = ByteBuffer.allocate(4 * floats).order(ByteOrder.LITTLE_ENDIAN);
+            java.nio.FloatBuffer f = buf.asFloatBuffer();
+            long stop = pos + floats;
+            if (pos < a.length) {  // bulk copies: the part of a, then the part of b
+                int from = (int) pos;
+                int len = (int) Math.min(a.length, stop) - from;
+                f.put(a, from, len);
+                pos += len;
+            }
+            if (pos < stop) {
+                f.put(b, (int) (pos - a.length), (int) (stop - pos));
+                pos = stop;
+            }
+            out[i] = buf.array();
+        }
+        return out;
+    }
+
     static byte[] bytes(float[] values) {
         ByteBuffer b = ByteBuffer.allocate(4 * values.length).order(ByteOrder.LITTLE_ENDIAN);
         b.asFloatBuffer().put(values);

@@ -60,11 +60,15 @@ public final class TrainingLoop {
 
     private float[] weights = new float[0];
     private float[] buffers = new float[0];
-    /** The weights the next iteration's tasks read (packed parameters and buffers) and their broadcast. */
-    private byte[] currentBytes;
-    private Broadcast<byte[]> current;
+    /** The weights the next iteration's tasks read (packed parameters and buffers, in chunks) and their broadcast. */
+    private byte[][] currentBytes;
+    private Broadcast<byte[][]> current;
     private JavaRDD<ShardState> states;
-    private Broadcast<byte[]> statesBroadcast;
+    private Broadcast<byte[][]> statesBroadcast;
+    /** Largest byte array of weights (sparkdl/chunking.py MAX_CHUNK_BYTES). */
+    private final int maxChunkBytes;
+    /** Weights being received from Python chunk by chunk ({@link #beginWeights}). */
+    private float[] staging;
     /** The optimizer state of the one block in driver-reduce mode. */
     private ShardState driverState;
 
@@ -74,9 +78,15 @@ public final class TrainingLoop {
      * @param sizes int64 little-endian sample counts per data partition
      * @param groups number of group tasks of the local source (task slots); 0: never use local copies
      * @param driverReduce sum and update on the driver (requires one block)
+     * @param maxChunkBytes largest byte array of weights (a multiple of 4)
      */
     TrainingLoop(JavaSparkContext jsc, JavaRDD<byte[]> data, byte[] bounds, byte[] sizes, int groups,
-                 boolean driverReduce) {
+                 boolean driverReduce, int maxChunkBytes) {
+        if (maxChunkBytes < 4 || maxChunkBytes % 4 != 0) {
+            throw new IllegalArgumentException("sparkdl bridge: chunk limit " + maxChunkBytes + " is not a positive "
+                    + "multiple of 4");
+        }
+        this.maxChunkBytes = maxChunkBytes;
         this.jsc = jsc;
         this.data = data;
         this.bounds = longs(bounds);
@@ -115,16 +125,26 @@ public final class TrainingLoop {
 
     // ------------------------------------------------------------------ weights and states
 
-    /** Parameters then buffers, float32 little-endian. */
-    public void setWeights(byte[] packed, int numParameters) {
-        float[] all = Frames.floats(packed, 0, packed.length / 4);
+    /** Start receiving {@code floats} values of parameters then buffers ({@link #putWeights}, {@link #commitWeights}). */
+    public void beginWeights(long floats) {
+        staging = new float[Math.toIntExact(floats)];
+    }
+
+    /** Float32 little-endian values for positions {@code offset...} (a chunk of at most the chunk limit). */
+    public void putWeights(long offset, byte[] chunk) {
+        Frames.wrap(chunk).asFloatBuffer().get(staging, Math.toIntExact(offset), chunk.length / 4);
+    }
+
+    /** The received values are the weights: {@code numParameters} parameters, then buffers. */
+    public void commitWeights(int numParameters) {
         if (numParameters != bounds[bounds.length - 1]) {
             throw new IllegalArgumentException("sparkdl bridge: " + numParameters + " parameters, blocks cover "
                     + bounds[bounds.length - 1]);
         }
-        weights = Arrays.copyOfRange(all, 0, numParameters);
-        buffers = Arrays.copyOfRange(all, numParameters, all.length);
-        publish(packed);
+        weights = Arrays.copyOfRange(staging, 0, numParameters);
+        buffers = Arrays.copyOfRange(staging, numParameters, staging.length);
+        staging = null;
+        publish(packedWeights());
     }
 
     /**
@@ -135,20 +155,19 @@ public final class TrainingLoop {
 
     /** Make {@code packed} the weights of the next iteration; release the previous broadcast unless the
      * cached states' lineage still refers to it. */
-    private void publish(byte[] packed) {
-        Broadcast<byte[]> old = current;
+    private void publish(byte[][] packed) {
+        Broadcast<byte[][]> old = current;
         currentBytes = packed;
-        current = driverReduce && packed.length <= INLINE_WEIGHT_BYTES ? null : jsc.broadcast(packed);
+        boolean inline = driverReduce && packed.length == 1 && packed[0].length <= INLINE_WEIGHT_BYTES;
+        current = inline ? null : jsc.broadcast(packed);
         if (old != null && old != statesBroadcast) {
             old.destroy();
         }
     }
 
-    public byte[] weights() {
-        float[] all = new float[weights.length + buffers.length];
-        System.arraycopy(weights, 0, all, 0, weights.length);
-        System.arraycopy(buffers, 0, all, weights.length, buffers.length);
-        return Frames.bytes(all);
+    /** Parameters then buffers, float32 little-endian, in chunks of at most the chunk limit. */
+    private byte[][] packedWeights() {
+        return Frames.chunks(weights, buffers, maxChunkBytes);
     }
 
     /**
@@ -208,23 +227,27 @@ public final class TrainingLoop {
     }
 
     /**
-     * {@link #weights()} or {@link #states()} ({@code what}: "weights" or "states") written to a new temporary
+     * {@link #packedWeights()} or {@link #states()} ({@code what}: "weights" or "states") written to a new temporary
      * file that only this user can read; returns its path, and the caller deletes it. py4j moves a byte array as
      * base64 text at ~10 MB/s, a local file is far faster (the driver's Python and JVM always share a host). The
      * JVM chooses the file: no path from Python is ever written to.
      */
     public String writeTemp(String what) {
-        byte[] b;
+        byte[][] b;
         if ("weights".equals(what)) {
-            b = weights();
+            b = packedWeights();
         } else if ("states".equals(what)) {
-            b = states();
+            b = new byte[][] {states()};
         } else {
             throw new IllegalArgumentException("sparkdl bridge: nothing called " + what + " to write");
         }
         try {
             Path path = Files.createTempFile("sparkdl-" + what + "-", ".bin"); // rw------- on POSIX file systems
-            Files.write(path, b);
+            try (java.io.OutputStream out = Files.newOutputStream(path)) {
+                for (byte[] chunk : b) {
+                    out.write(chunk);
+                }
+            }
             return path.toString();
         } catch (IOException e) {
             throw new UncheckedIOException(e);
@@ -428,7 +451,7 @@ public final class TrainingLoop {
                     buf[i] = head.bufferSum[i] / n;
                 }
             }
-            Broadcast<byte[]> used = current;
+            Broadcast<byte[][]> used = current;
             if (driverReduce) {
                 driverState = new ShardState(0, head.step, head.arrays);
             } else {
@@ -436,7 +459,7 @@ public final class TrainingLoop {
             }
             weights = next;
             buffers = buf;
-            publish(weights());
+            publish(packedWeights());
             localReady = localEnabled;
         }
         ByteBuffer out = ByteBuffer.allocate(32).order(ByteOrder.LITTLE_ENDIAN);
@@ -444,7 +467,7 @@ public final class TrainingLoop {
         return out.array();
     }
 
-    private void replaceStates(JavaRDD<ShardState> next, Broadcast<byte[]> used) {
+    private void replaceStates(JavaRDD<ShardState> next, Broadcast<byte[][]> used) {
         if (states != null) {
             states.unpersist(false);
         }
@@ -480,7 +503,7 @@ public final class TrainingLoop {
             states = null;
         }
         driverState = null;
-        for (Broadcast<byte[]> b : new Broadcast[] {current, statesBroadcast}) {
+        for (Broadcast<byte[][]> b : new Broadcast[] {current, statesBroadcast}) {
             if (b != null) {
                 b.destroy();
             }
