@@ -150,7 +150,10 @@ def partition_gradient(fit: FitContext, ctx, p: int, data_source: Callable, weig
             yb = yb.astype(np.int64)
         grad, loss_sum, norm = local_gradient(model, fit.loss, xb, yb,
                                               dropout_rng(fit.seed, ctx.epoch, ctx.global_iteration, p))
-        if not (np.isfinite(loss_sum) and np.isfinite(grad.sum(dtype=np.float64))):
+        # min and max: NaN propagates through both, so this is "every element finite" in two fast passes (a
+        # float64 sum was 2 ms per partition for 0.9M parameters, which 1000 partitions pay 1000 times)
+        finite = grad.size == 0 or (np.isfinite(grad.min()) and np.isfinite(grad.max()))
+        if not (np.isfinite(loss_sum) and finite):
             raise TrainingDivergedError(
                 f"training diverged: the loss ({loss_sum}) or the gradient of this partition's share of the batch "
                 "became NaN or infinite; the model keeps the last good weights and existing checkpoints are "
