@@ -268,7 +268,12 @@ class TrainingLoop:
         return self._read("weights")
 
     def set_states(self, packed: bytes) -> None:
-        self._loop.setStates(packed)
+        """``packed`` (``pack_states``) sent in chunks of at most ``MAX_CHUNK_BYTES``."""
+        view = memoryview(packed)
+        self._loop.beginStates()
+        for lo, hi in chunking.chunk_ranges(len(view)):
+            self._loop.putStates(bytes(view[lo:hi]))
+        self._loop.commitStates()
 
     def states(self) -> bytes:
         return self._read("states")

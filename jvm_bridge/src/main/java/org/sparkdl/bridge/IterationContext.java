@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
 
+import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.broadcast.Broadcast;
 
 /**
@@ -65,5 +66,19 @@ final class IterationContext implements Serializable {
                 return first.hasNext() ? first.next() : data.next();
             }
         };
+    }
+
+    /** The records of a full-data gradient task: header and weights, then the partition's data. */
+    static final class Prepend implements Function2<Integer, Iterator<byte[]>, Iterator<byte[]>> {
+        private final IterationContext context;
+
+        Prepend(IterationContext context) {
+            this.context = context;
+        }
+
+        @Override
+        public Iterator<byte[]> call(Integer partition, Iterator<byte[]> records) {
+            return context.frames(partition, true, records);
+        }
     }
 }

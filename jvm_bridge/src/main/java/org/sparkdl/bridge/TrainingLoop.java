@@ -12,11 +12,9 @@ import java.util.Comparator;
 import java.util.Iterator;
 import java.util.List;
 
-import org.apache.spark.Partitioner;
 import org.apache.spark.api.java.JavaPairRDD;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
-import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.storage.StorageLevel;
 
@@ -100,7 +98,7 @@ public final class TrainingLoop {
                     + (this.bounds.length - 1));
         }
         this.driverReduce = driverReduce;
-        this.fullSource = data.mapPartitionsWithIndex(new Prepend(context), true);
+        this.fullSource = data.mapPartitionsWithIndex(new IterationContext.Prepend(context), true);
         this.localEnabled = groups > 0;
         this.localSource = new GroupSourceRDD(jsc.sc(), context, Math.max(1, Math.min(groups, this.sizes.length)));
     }
@@ -174,60 +172,39 @@ public final class TrainingLoop {
      * Replace the cached optimizer states. {@code packed}: int32 K, then per block int32 block, int64 step,
      * int32 arrays, int32 length, float32[arrays * length].
      */
-    public void setStates(byte[] packed) {
-        ByteBuffer b = Frames.wrap(packed);
-        int k = b.getInt();
-        if (k != numBlocks()) {
-            throw new IllegalArgumentException("sparkdl bridge: " + k + " shard states for " + numBlocks() + " blocks");
-        }
-        List<ShardState> list = new ArrayList<>(k);
-        for (int i = 0; i < k; i++) {
-            int block = b.getInt();
-            long step = b.getLong();
-            int arrays = b.getInt();
-            int length = b.getInt();
-            if (block != i || length != bounds[i + 1] - bounds[i]) {
-                throw new IllegalArgumentException("sparkdl bridge: state " + i + " is for block " + block
-                        + " with " + length + " elements");
-            }
-            float[][] a = new float[arrays][];
-            for (int j = 0; j < arrays; j++) {
-                a[j] = Frames.floats(packed, b.position(), length);
-                b.position(b.position() + 4 * length);
-            }
-            list.add(new ShardState(block, step, a));
-        }
+    private List<byte[]> stagedStates;
+
+    /** Start receiving packed states chunk by chunk ({@link #putStates}, {@link #commitStates}). */
+    public void beginStates() {
+        stagedStates = new ArrayList<>();
+    }
+
+    /** The next chunk (at most the chunk limit) of the packed states. */
+    public void putStates(byte[] chunk) {
+        stagedStates.add(chunk);
+    }
+
+    /** The received chunks replace the cached optimizer states ({@link StateCodec} layout). */
+    public void commitStates() {
+        List<ShardState> list = StateCodec.read(stagedStates, bounds);
+        stagedStates = null;
         if (driverReduce) {
             driverState = list.get(0);
         } else {
-            replaceStates(jsc.parallelize(list, k), null);
+            replaceStates(jsc.parallelize(list, list.size()), null);
         }
         localReady = false;
     }
 
-    public byte[] states() {
+    /** The states in {@link StateCodec}'s layout, in chunks of at most the chunk limit. */
+    private byte[][] packedStates() {
         List<ShardState> list = new ArrayList<>(driverReduce ? List.of(driverState) : states.collect());
         list.sort(Comparator.comparingInt(s -> s.block));
-        int size = 4;
-        for (ShardState s : list) {
-            int length = s.arrays.length == 0 ? 0 : s.arrays[0].length;
-            size += 20 + 4 * s.arrays.length * length;
-        }
-        ByteBuffer b = ByteBuffer.allocate(size).order(ByteOrder.LITTLE_ENDIAN);
-        b.putInt(list.size());
-        for (ShardState s : list) {
-            int length = (int) (bounds[s.block + 1] - bounds[s.block]);
-            b.putInt(s.block).putLong(s.step).putInt(s.arrays.length).putInt(length);
-            for (float[] a : s.arrays) {
-                b.asFloatBuffer().put(a);
-                b.position(b.position() + 4 * a.length);
-            }
-        }
-        return b.array();
+        return StateCodec.write(list, bounds, maxChunkBytes);
     }
 
     /**
-     * {@link #packedWeights()} or {@link #states()} ({@code what}: "weights" or "states") written to a new temporary
+     * {@link #packedWeights()} or {@link #packedStates()} ({@code what}: "weights" or "states") written to a new temporary
      * file that only this user can read; returns its path, and the caller deletes it. py4j moves a byte array as
      * base64 text at ~10 MB/s, a local file is far faster (the driver's Python and JVM always share a host). The
      * JVM chooses the file: no path from Python is ever written to.
@@ -237,7 +214,7 @@ public final class TrainingLoop {
         if ("weights".equals(what)) {
             b = packedWeights();
         } else if ("states".equals(what)) {
-            b = new byte[][] {states()};
+            b = packedStates();
         } else {
             throw new IllegalArgumentException("sparkdl bridge: nothing called " + what + " to write");
         }
@@ -336,12 +313,6 @@ public final class TrainingLoop {
         return driverReduce ? reduceOnDriver(gradients, prog) : reduceOnExecutors(gradients, prog);
     }
 
-    /**
-     * Gradient records the driver collects directly, per executor; beyond, a combine stage pre-sums them. Each
-     * is one model's bytes (float32), so the driver receives at most this many times executors x model bytes.
-     */
-    static final int FAN_IN_PER_EXECUTOR = 2;
-
     /** Whether the last driver-reduce attempt ran the combine stage (tests). */
     private boolean lastCombined;
 
@@ -349,10 +320,12 @@ public final class TrainingLoop {
     private Attempt reduceOnDriver(JavaRDD<byte[]> gradients, UpdateProgram prog) {
         Attempt a = new Attempt();
         long start = System.nanoTime();
-        int records = gradients == localGradients ? localRecords : nonEmptyPartitions();
-        List<byte[]> frames = Jobs.collect(jsc, fanIn(gradients, records));
-        long collected = System.nanoTime();
-        a.jobNanos = collected - start;
+        int records = gradients == localGradients ? localRecords : FanIn.nonEmpty(sizes);
+        JavaRDD<byte[]> collected = FanIn.of(jsc, gradients, records, sizes.length);
+        lastCombined = collected != gradients;
+        List<byte[]> frames = Jobs.collect(jsc, collected);
+        long received = System.nanoTime();
+        a.jobNanos = received - start;
         List<Tuple2<Integer, byte[]>> keyed = new ArrayList<>(frames.size());
         for (byte[] f : frames) {
             keyed.add(new Tuple2<>(0, f));
@@ -361,43 +334,8 @@ public final class TrainingLoop {
                 .call(keyed.iterator(), List.of(driverState).iterator()).next();
         a.results = new ShardState[] {next};
         a.missed = next.missed;
-        a.reduceNanos = System.nanoTime() - collected;
+        a.reduceNanos = System.nanoTime() - received;
         return a;
-    }
-
-    /**
-     * {@code gradients} as the driver collects them: unchanged when they are at most {@link #FAN_IN_PER_EXECUTOR}
-     * records per executor, else through a combine stage of at most one JVM task per executor, task j summing the
-     * records of tree node j at the level where the nodes are no more than the executors (same tree, same bits).
-     */
-    private JavaRDD<byte[]> fanIn(JavaRDD<byte[]> gradients, int records) {
-        int executors = executors();
-        lastCombined = records > FAN_IN_PER_EXECUTOR * executors;
-        if (!lastCombined) {
-            return gradients;
-        }
-        int n = sizes.length;
-        int level = 0;
-        while (((n - 1) >> level) + 1 > executors) {
-            level++;
-        }
-        return gradients.mapToPair(new Jobs.KeyByNode(level))
-                .partitionBy(new BlockPartitioner(((n - 1) >> level) + 1))
-                .mapPartitions(new Jobs.Combine());
-    }
-
-    /** Executors of the application (public status API; the driver counts as one in local mode). */
-    private int executors() {
-        int infos = jsc.sc().statusTracker().getExecutorInfos().length;
-        return Math.max(1, infos - 1);
-    }
-
-    private int nonEmptyPartitions() {
-        int n = 0;
-        for (long s : sizes) {
-            n += s > 0 ? 1 : 0;
-        }
-        return n;
     }
 
     /** Whether the last iteration's gradient records went through the combine stage (driver reduce only). */
@@ -516,46 +454,5 @@ public final class TrainingLoop {
         long[] out = new long[b.length / 8];
         Frames.wrap(b).asLongBuffer().get(out);
         return out;
-    }
-
-    static final class BlockPartitioner extends Partitioner {
-        private final int blocks;
-
-        BlockPartitioner(int blocks) {
-            this.blocks = blocks;
-        }
-
-        @Override
-        public int numPartitions() {
-            return blocks;
-        }
-
-        @Override
-        public int getPartition(Object key) {
-            return (Integer) key;
-        }
-
-        @Override
-        public boolean equals(Object o) {
-            return o instanceof BlockPartitioner && ((BlockPartitioner) o).blocks == blocks;
-        }
-
-        @Override
-        public int hashCode() {
-            return blocks;
-        }
-    }
-
-    static final class Prepend implements Function2<Integer, Iterator<byte[]>, Iterator<byte[]>> {
-        private final IterationContext context;
-
-        Prepend(IterationContext context) {
-            this.context = context;
-        }
-
-        @Override
-        public Iterator<byte[]> call(Integer partition, Iterator<byte[]> records) {
-            return context.frames(partition, true, records);
-        }
     }
 }
