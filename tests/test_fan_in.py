@@ -5,6 +5,8 @@ reference (train_step with groups=), the Python reduce (one record per partition
 in reduce tasks, and group tasks that pre-sum whole tree nodes. So they all agree bitwise, whatever the number of
 gradient tasks (one task computing every partition stands for local[1]; five for more cores than partitions need).
 """
+import time
+
 import numpy as np
 import pytest
 
@@ -96,6 +98,7 @@ def test_driver_receives_at_most_two_model_copies_per_executor(spark):
         DistributedTrainer(model, nn.CrossEntropyLoss(), SGD(lr=0.01), batch_size=64, end_trigger=MaxIteration(3),
                            seed=1, progress=False).fit(data)
     finally:
+        time.sleep(1.0)  # the listener bus delivers the last job's events asynchronously
         jobs = [j for j in stop_profiler(spark.sparkContext) if j["stages"]]
         data.unpersist()
     executors = 1  # local mode: the driver's JVM is the one executor
