@@ -16,6 +16,9 @@ The last line printed is one JSON object with every figure.
 
     python bench/engine.py            # full run (a few minutes)
     python bench/engine.py --quick    # fewer repeats, P = 1M only
+    python bench/engine.py --partitions 2,100,1000 | --sync-sizes 10M,100M | --large 25M,100M
+                                      # only that part (bench/engine_scale.py): partitions scaling and driver
+                                      # bytes, multi-block sync vs reduceByKey, large-model training
 """
 from __future__ import annotations
 
@@ -270,10 +273,35 @@ def lenet_samples_per_s(master, iterations, batch_size):
     return batch_size / (ms / 1000)
 
 
+def sync(sc, nn, p, repeats, iters, rng) -> dict:
+    """One Linear(w, w) of ~p parameters: a sparkdl iteration (fp32, fp16) vs a bare reduceByKey + collect of the
+    same bytes and a gloo allreduce."""
+    width = int(round(p ** 0.5))
+    p_real = width * width + width
+    bare = bare_allreduce_ms(sc, p_real, max(3, repeats // 3))
+    xs = rng.standard_normal((64, width)).astype(np.float32)
+    ys = rng.integers(0, width, 64)
+    it32, _, _ = sparkdl_iteration_ms(sc, nn.Sequential(nn.Linear(width, width)), xs, ys, 4, max(8, iters // 3))
+    it16, _, _ = sparkdl_iteration_ms(sc, nn.Sequential(nn.Linear(width, width)), xs, ys, 4, max(8, iters // 3),
+                                      compress="fp16")
+    gloo = gloo_allreduce_ms(p_real, repeats)
+    print(f"P={p_real:>10,}: bare reduceByKey+collect {bare:8.1f} ms | sparkdl fp32 {it32:8.1f} ms "
+          f"({it32 / bare:.2f}x, target <= 1.0) | fp16 {it16:8.1f} ms ({it16 / bare:.2f}x, target <= 0.6) | "
+          f"gloo {gloo if gloo is None else round(gloo, 1)} ms")
+    return {"params": p_real, "bare_reduceByKey_collect_ms": round(bare, 1),
+            "sparkdl_fp32_ms": round(it32, 1), "sparkdl_fp16_ms": round(it16, 1),
+            "ratio_fp32": round(it32 / bare, 3), "ratio_fp16": round(it16 / bare, 3),
+            "gloo_allreduce_ms": None if gloo is None else round(gloo, 2),
+            "ratio_fp32_to_gloo": None if gloo is None else round(it32 / gloo, 1)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--scaling-worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--partitions", default=None, help="only: iteration ms and driver bytes at these partitions")
+    ap.add_argument("--sync-sizes", default=None, help="only: sync of these parameter counts (e.g. 10M,100M)")
+    ap.add_argument("--large", default=None, help="only: train MLPs of these sizes (e.g. 25M,100M) a few iterations")
     args = ap.parse_args()
     repeats = 5 if args.quick else 15
     iters = 15 if args.quick else 40
@@ -284,6 +312,20 @@ def main():
     spark = _session("local[2]")
     sc = spark.sparkContext
     res = {}
+    if args.partitions or args.large or args.sync_sizes:
+        from bench import engine_scale
+        if args.partitions:
+            res["partitions"] = engine_scale.partitions_scaling(sc, engine_scale.parse_sizes(args.partitions),
+                                                                max(6, iters // 4))
+        if args.large:
+            for compress in (None, "fp16"):
+                res[f"large_{compress or 'fp32'}"] = engine_scale.large_models(
+                    sc, engine_scale.parse_sizes(args.large), 5, compress)
+        if args.sync_sizes:
+            res["sync"] = {p: sync(sc, nn, p, repeats, iters, rng=np.random.default_rng(0))
+                           for p in engine_scale.parse_sizes(args.sync_sizes)}
+        print(json.dumps(res))
+        return
     empty_ms, floor_ms = floors(sc, repeats)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((4096, 10)).astype(np.float32)
@@ -319,23 +361,7 @@ def main():
     sizes = [1_000_000] if args.quick else [1_000_000, 10_000_000]
     res["sync"] = {}
     for p in sizes:
-        width = int(round(p ** 0.5))
-        p_real = width * width + width
-        bare = bare_allreduce_ms(sc, p_real, max(3, repeats // 3))
-        xs = rng.standard_normal((64, width)).astype(np.float32)
-        ys = rng.integers(0, width, 64)
-        it32, _, _ = sparkdl_iteration_ms(sc, nn.Sequential(nn.Linear(width, width)), xs, ys, 4, max(8, iters // 3))
-        it16, _, _ = sparkdl_iteration_ms(sc, nn.Sequential(nn.Linear(width, width)), xs, ys, 4, max(8, iters // 3),
-                                          compress="fp16")
-        gloo = gloo_allreduce_ms(p_real, repeats)
-        res["sync"][str(p)] = {"params": p_real, "bare_reduceByKey_collect_ms": round(bare, 1),
-                               "sparkdl_fp32_ms": round(it32, 1), "sparkdl_fp16_ms": round(it16, 1),
-                               "ratio_fp32": round(it32 / bare, 3), "ratio_fp16": round(it16 / bare, 3),
-                               "gloo_allreduce_ms": None if gloo is None else round(gloo, 2),
-                               "ratio_fp32_to_gloo": None if gloo is None else round(it32 / gloo, 1)}
-        print(f"P={p_real:>10,}: bare reduceByKey+collect {bare:8.1f} ms | sparkdl fp32 {it32:8.1f} ms "
-              f"({it32 / bare:.2f}x, target <= 1.0) | fp16 {it16:8.1f} ms ({it16 / bare:.2f}x, target <= 0.6) | "
-              f"gloo {gloo if gloo is None else round(gloo, 1)} ms")
+        res["sync"][str(p)] = sync(sc, nn, p, repeats, iters, rng)
     spark.stop()
     two = lenet_samples_per_s("local[2]", iters, 512)
     _session("local[2]").stop()

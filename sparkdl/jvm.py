@@ -14,6 +14,10 @@ import sys
 import tempfile
 import weakref
 
+import numpy as np
+
+from sparkdl import chunking
+
 __all__ = ["BridgeMissingError", "BRIDGE_CLASS", "bridge", "jar_path", "float_rows", "count_on_jvm", "empty_view",
            "persistent_rdd_count", "set_jvm_log_level", "TrainingLoop", "jvm_log_level",
            "stop_console_progress_bar", "submitted_conf",
@@ -247,20 +251,31 @@ class TrainingLoop:
         sc = data_rdd.context
         self._sc = sc
         self._loop = bridge(sc).trainingLoop(sc._jsc, data_rdd._jrdd, bounds.astype("<i8").tobytes(),
-                                             sizes.astype("<i8").tobytes(), int(groups), bool(driver_reduce))
+                                             sizes.astype("<i8").tobytes(), int(groups), bool(driver_reduce),
+                                             int(chunking.MAX_CHUNK_BYTES))
 
     def set_gradients(self, func) -> None:
         self._loop.setGradients(_raw_python_rdd(self._loop.fullSource(), self._sc, func),
                                 _raw_python_rdd(self._loop.localSource(), self._sc, func))
 
     def set_weights(self, packed, num_parameters: int) -> None:
-        self._loop.setWeights(bytes(packed.tobytes()), int(num_parameters))
+        """``packed``: float32 parameters then buffers; sent in chunks of at most ``MAX_CHUNK_BYTES``."""
+        raw = memoryview(np.ascontiguousarray(packed, "<f4")).cast("B")
+        self._loop.beginWeights(len(raw) // 4)
+        for lo, hi in chunking.chunk_ranges(len(raw)):
+            self._loop.putWeights(lo // 4, bytes(raw[lo:hi]))
+        self._loop.commitWeights(int(num_parameters))
 
     def weights(self) -> bytes:
         return self._read("weights")
 
     def set_states(self, packed: bytes) -> None:
-        self._loop.setStates(packed)
+        """``packed`` (``pack_states``) sent in chunks of at most ``MAX_CHUNK_BYTES``."""
+        view = memoryview(packed)
+        self._loop.beginStates()
+        for lo, hi in chunking.chunk_ranges(len(view)):
+            self._loop.putStates(bytes(view[lo:hi]))
+        self._loop.commitStates()
 
     def states(self) -> bytes:
         return self._read("states")

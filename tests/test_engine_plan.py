@@ -59,7 +59,7 @@ def test_blocks_round_trip():
 
 
 def test_sum_block_widens_fp16_and_handles_nothing():
-    parts = [(np.full(3, 0.5, np.float16), 1.0, 2.0), (np.full(3, 0.25, np.float32), 0.5, 3.0)]
+    parts = [(1, np.full(3, 0.25, np.float32), 0.5, 3.0), (0, np.full(3, 0.5, np.float16), 1.0, 2.0)]
     g, loss, norm = sum_block(parts, 3)
     assert g.dtype == np.float32
     np.testing.assert_array_equal(g, [0.75, 0.75, 0.75])

@@ -2,13 +2,16 @@
 
 The gradient vector of P elements is cut into K contiguous blocks ``[bounds[k], bounds[k+1])`` (sizes
 differ by at most one). Splitting is slicing; :func:`merge_blocks` is the inverse. The reduce side of the
-AllReduce sums block k over partitions (:func:`sum_block`), divides by the *global* normalizer (the sum of
+AllReduce sums block k over partitions (:func:`sum_block`, in the fixed tree order of
+:mod:`sparkdl.step.tree_sum`), divides by the *global* normalizer (the sum of
 every partition's loss normalizer, e.g. sample count: global-mean semantics), then the optimizer updates
 weight shard k with shard k's state (:func:`update_shard`).
 """
 from __future__ import annotations
 
 import numpy as np
+
+from sparkdl.step.tree_sum import TreeSum
 
 __all__ = ["block_bounds", "split_blocks", "merge_blocks", "sum_block", "mean_gradient", "update_shard"]
 
@@ -45,16 +48,20 @@ def merge_blocks(blocks, bounds: np.ndarray, dtype=np.float32) -> np.ndarray:
 
 
 def sum_block(parts, size: int) -> tuple[np.ndarray, float, float]:
-    """Sum gradient block contributions ``(block, loss_sum, normalizer)`` in float32 (fp16 blocks are
-    widened first). Returns ``(grad_sum, loss_sum, normalizer_sum)``; zeros when nothing arrived
+    """Sum gradient block contributions ``(p, block, loss_sum, normalizer)`` of partitions ``p`` in float32
+    (fp16 blocks are widened first), the loss sums and normalizers in float64, all in the binary-tree order
+    over partition ids of :mod:`sparkdl.step.tree_sum` (the order the reference and the JVM reduce use), whatever
+    order ``parts`` come in. Returns ``(grad_sum, loss_sum, normalizer_sum)``; zeros when nothing arrived
     (every partition was empty for this iteration)."""
+    tree = TreeSum(lambda a, b: (np.add(a[0], b[0], out=a[0]), a[1] + b[1], a[2] + b[2]))
+    for p, block, loss_part, norm_part in sorted(parts, key=lambda part: part[0]):
+        tree.push(int(p), 0, (np.array(block, dtype=np.float32, copy=True), loss_part, norm_part))
+    root = tree.result()
     acc = np.zeros(size, dtype=np.float32)
-    loss_sum = norm_sum = 0.0
-    for block, loss_part, norm_part in parts:
-        acc += block  # float16 blocks are promoted to float32 by the addition
-        loss_sum += loss_part
-        norm_sum += norm_part
-    return acc, loss_sum, norm_sum
+    if root is None:
+        return acc, 0.0, 0.0
+    acc += root[0]
+    return acc, 0.0 + root[1], 0.0 + root[2]
 
 
 def mean_gradient(grad_sum: np.ndarray, normalizer: float) -> np.ndarray:

@@ -7,12 +7,16 @@ One iteration is one call of :meth:`JvmAllReduce.step`, i.e. one py4j round trip
   no pickling), computes the gradient of its data partition(s) with the same function as the Python path
   (:func:`sparkdl.engine.tasks.partition_gradient`) and writes raw records ``header | float32 block`` per
   AllReduce block (layout in ``Frames.java``). Over executor-local data copies, one task computes a whole
-  group of co-located partitions (one task per core, whatever the number of partitions).
-* stage 2, JVM: block k's records are summed in source-partition order, divided by the global normalizer
+  group of co-located partitions (one task per core, whatever the number of partitions) and sends, per block,
+  one record per aligned node of the summation tree its group makes (:mod:`sparkdl.step.tree_sum`): the
+  node's pre-summed value.
+* stage 2, JVM: block k's records are summed in the tree's order, divided by the global normalizer
   and the optimizer update is applied to shard k with its cached state — the numba kernels' float32
   arithmetic, operation for operation, so results are bitwise those of the Python path
   (``tests/test_jvm_reduce.py``). With one block (models under ~1M parameters) there is no stage 2: the
-  driver JVM collects the records and does the same sum and update itself (:data:`DRIVER_REDUCE`).
+  driver JVM collects the records and does the same sum and update itself (:data:`DRIVER_REDUCE`); when there
+  are more than two records per executor, a JVM combine stage sums them by tree node first (one task per
+  executor at most), so the driver receives at most 2 x executors x model bytes of gradients.
 
 The driver keeps the weights on the JVM; Python reads them (and the shard states) only for validation,
 snapshots, checkpoints and at the end. Supported: :class:`~sparkdl.optim.SGD` (momentum, dampening,
@@ -33,12 +37,13 @@ from sparkdl.engine import local_cache
 from sparkdl.engine.tasks import MISS, FitContext, partition_gradient
 from sparkdl.engine.worker import freeze_worker_heap, task_scope
 from sparkdl.optim import SGD, Adam, AdamW
+from sparkdl.step.tree_sum import TreeSum, maximal_nodes, node_end
 
 __all__ = ["JvmAllReduce", "DRIVER_REDUCE", "supports", "encode_program", "pack_states", "unpack_states", "gradient_records"]
 
-_RECORD = struct.Struct("<iiiiddq")  # kind, block, partition, reserved, loss, normalizer, count
+_RECORD = struct.Struct("<iiiiddq")  # kind, block, node lo (partition), node level, loss, normalizer, count
 _GRAD, _MISS, _BUFFERS, _GRAD16 = 1, 2, 3, 4
-_HEADER = struct.Struct("<6i")  # magic, epoch, iteration, global iteration, full, number of partitions
+_HEADER = struct.Struct("<7i")  # magic, epoch, iteration, global iteration, full, weight chunks, partitions
 _MAGIC = 0x53444C31
 _STEP = struct.Struct("<iiddq")  # status, ran_full, loss_sum, normalizer_sum, samples
 _OK, _NONFINITE_LOSS = 0, 1
@@ -141,19 +146,49 @@ def _deserialize(deserializer, frames) -> list:
     return items
 
 
+def _add_gradients(a, b):
+    """Tree addition of two pre-summed gradient values ``[float32 sum, float16 leaf or None, loss, normalizer]``."""
+    return [np.add(a[0], b[0], out=a[0]), None, a[2] + b[2], a[3] + b[3]]
+
+
+def _add_buffers(a, b):
+    """Tree addition of ``(buffer sum weighted by rows or None, rows)``."""
+    return (None if a[0] is None or b[0] is None else np.add(a[0], b[0], out=a[0]), a[1] + b[1])
+
+
+def _node_records(bounds, grads: list, buffers: list):
+    """The raw records of pre-summed tree nodes (``Frames.java``): one per AllReduce block of each gradient node
+    (float16 when it is one compressed leaf, else float32), one ``BUFFERS`` record per buffer node."""
+    for lo, level, (grad, half, loss_sum, norm) in grads:
+        kind, values = (_GRAD, grad) if half is None else (_GRAD16, half)
+        for k in range(len(bounds) - 1):
+            block = values[bounds[k]:bounds[k + 1]]
+            yield _RECORD.pack(kind, k, lo, level, loss_sum if k == 0 else 0.0, norm, 0) + block.tobytes()
+    for lo, level, (buffer_sum, count) in buffers:
+        yield _RECORD.pack(_BUFFERS, 0, lo, level, 0.0, 0.0, count) + \
+            (b"" if buffer_sum is None else buffer_sum.tobytes())
+
+
+def _weights(chunks: list) -> np.ndarray:
+    """The float32 weights from their chunks (``sparkdl.chunking``): a view of the one chunk, else a copy."""
+    if len(chunks) == 1:
+        return np.frombuffer(chunks[0], np.float32)
+    return np.concatenate([np.frombuffer(c, np.float32) for c in chunks])
+
+
 def gradient_records(fit_broadcast, data_deserializer, split: int, frames):
     """Stage 1 of a JVM-reduce iteration (runs in a Python worker).
 
-    ``frames``: a header record, the raw float32 weights then buffers, and — in "full" mode — the
+    ``frames``: a header record, the raw float32 weights then buffers (in chunks), and — in "full" mode — the
     partition's cached data records. Yields raw records (``Frames.java``) for every data partition the
     header names; nothing for partitions without rows in this batch."""
     frames = iter(frames)
     header = next(frames)
-    magic, epoch, iteration, global_iteration, full, n = _HEADER.unpack_from(header)
+    magic, epoch, iteration, global_iteration, full, chunks, n = _HEADER.unpack_from(header)
     if magic != _MAGIC:
         raise RuntimeError(f"sparkdl: task {split} received a malformed iteration header")
     partitions = np.frombuffer(header, "<i4", n, _HEADER.size)
-    weights = np.frombuffer(next(frames), np.float32)
+    weights = _weights([next(frames) for _ in range(chunks)])
     items = _deserialize(data_deserializer, frames) if full else None
     for _ in frames:  # drain the input (nothing is left in local mode): keeps the Python worker reusable
         pass
@@ -161,30 +196,33 @@ def gradient_records(fit_broadcast, data_deserializer, split: int, frames):
     num_parameters = fit.model.flat_parameters.size
     split_weights = (weights[:num_parameters], weights[num_parameters:])
     ctx = _Iteration(epoch, iteration, global_iteration)
-    bounds = fit.bounds
     if items is not None and fit.data_key is not None and fit.offsets[split + 1] > fit.offsets[split]:
         local_cache.store(fit.data_key, split, *items[0])  # even without rows in this batch: no miss later
+    own = sorted(int(q) for q in partitions)
+    num_partitions = len(fit.offsets) - 1
+    nodes = maximal_nodes(own, lambda q: fit.offsets[q + 1] == fit.offsets[q], num_partitions)
     with task_scope(fit.threads):  # once per task, not per partition
-        for p in (int(q) for q in partitions):
-            def source(p=p):
-                if items is not None:
-                    return items[0]
-                return local_cache.load(fit.data_key, p) if fit.data_key is not None else None
-            out = partition_gradient(fit, ctx, p, source, split_weights)
-            if out is None:
-                continue
-            if out is MISS:
-                for k in range(len(bounds) - 1):
-                    yield _RECORD.pack(_MISS, k, p, 0, 0.0, 0.0, 0)
-                continue
-            grad, loss_sum, norm, (buffer_sum, count) = out
-            kind, dtype = (_GRAD16, "<f2") if fit.compress == "fp16" else (_GRAD, "<f4")
-            grad = grad.astype(dtype, copy=False)  # numpy's rounding, as the Python path's gradient_task
-            for k in range(len(bounds) - 1):
-                block = grad[bounds[k]:bounds[k + 1]]
-                yield _RECORD.pack(kind, k, p, 0, loss_sum if k == 0 else 0.0, norm, 0) + block.tobytes()
-            yield _RECORD.pack(_BUFFERS, 0, p, 0, 0.0, 0.0, count) + \
-                (b"" if buffer_sum is None else buffer_sum.astype("<f4").tobytes())
+        fit.model.flat_parameters[...] = split_weights[0]  # once per task too: a copy of the model per partition
+        split_weights = (None, split_weights[1])  # was 3.5 GB of copying per iteration at 1000 partitions of 0.9M
+        members = iter(own)
+        p = next(members, None)
+        for lo, level in nodes:
+            grads, buffers = TreeSum(_add_gradients), TreeSum(_add_buffers)
+            while p is not None and p < node_end(lo, level):
+                def source(p=p):
+                    if items is not None:
+                        return items[0]
+                    return local_cache.load(fit.data_key, p) if fit.data_key is not None else None
+                out = partition_gradient(fit, ctx, p, source, split_weights)
+                if out is MISS:
+                    yield from (_RECORD.pack(_MISS, k, p, 0, 0.0, 0.0, 0) for k in range(len(fit.bounds) - 1))
+                elif out is not None:
+                    grad, loss_sum, norm, (buffer_sum, count) = out
+                    half = grad.astype("<f2") if fit.compress == "fp16" else None  # numpy's rounding
+                    grads.push(p, 0, [grad if half is None else half.astype(np.float32), half, loss_sum, norm])
+                    buffers.push(p, 0, (None if buffer_sum is None else buffer_sum.astype(np.float32), count))
+                p = next(members, None)
+            yield from _node_records(fit.bounds, grads.nodes(), buffers.nodes())
     freeze_worker_heap()
 
 

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from sparkdl.chunking import min_blocks
 from sparkdl.engine import tasks
 from sparkdl.engine.allreduce import block_bounds, merge_blocks
 from sparkdl.engine.broadcast import CloudBroadcast
@@ -96,6 +97,7 @@ class DriverLoop(Recovery, ShardStates):
             set_jvm_log_level(sc, logger, "ERROR")
         P = self.model.num_parameters()
         K = opts.num_blocks or min(data.num_partitions, -(-P // BLOCK_PARAMETERS))
+        K = min(max(K, min_blocks(P)), max(P, 1))  # no gradient record over the chunk limit
         bounds = block_bounds(P, K)
         if self.optimizer.layout is None:
             self.optimizer.configure(self.model.parameter_layout())
@@ -117,7 +119,7 @@ class DriverLoop(Recovery, ShardStates):
                              "use jvm_reduce=None (automatic) or False")
         if use_jvm:
             bridge(sc)  # BridgeMissingError naming the line to add to the session
-            groups = max(1, sc.defaultParallelism // _task_cpus(sc)) if opts.local_data_copy else 0
+            groups = _task_slots(sc) if opts.local_data_copy else 0
             self._jvm = JvmAllReduce(data, self._bc_fit, self.optimizer, bounds, groups)
             self._local_view = None
         else:
@@ -245,6 +247,11 @@ class DriverLoop(Recovery, ShardStates):
         elif hasattr(t, "max_iteration"):
             total = t.max_iteration
         return tqdm(total=total, initial=self.state.iteration, unit="it", desc="sparkdl fit", dynamic_ncols=True)
+
+
+def _task_slots(sc) -> int:
+    """Gradient tasks per iteration over executor-local copies: the application's task slots."""
+    return max(1, sc.defaultParallelism // _task_cpus(sc))
 
 
 def _task_cpus(sc) -> int:

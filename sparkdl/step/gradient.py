@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from sparkdl.step.tree_sum import TreeSum
+
 __all__ = ["sum_reduction", "gradient_sum", "grouped_gradient_sum"]
 
 
@@ -40,8 +42,10 @@ def grouped_gradient_sum(model, loss_sum, xb, yb, rngs, groups, grad_out):
     Group ``g`` is the next ``groups[g]`` rows of the batch (a Spark partition's share of a global batch). Each
     non-empty group runs forward/backward on its own, with its own ``rngs[g]`` and from the same starting
     buffers, so layers that use batch statistics (BatchNorm) see that group only; the gradient sums are added
-    in group order in the model's dtype, the loss sums and normalizers added, and the buffers (BatchNorm running
-    statistics) become the row-weighted average of the groups' buffers. Returns ``(loss_sum, normalizer)``.
+    in the order of the binary tree over group indices that the engine uses for partitions
+    (:mod:`sparkdl.step.tree_sum`; group ``g`` is partition ``g``) in the model's dtype, the loss sums and
+    normalizers likewise in float64, and the buffers (BatchNorm running statistics) become the row-weighted average
+    of the groups' buffers (their weighted sum in the same tree order). Returns ``(loss_sum, normalizer)``.
     """
     sizes = [int(g) for g in groups]
     if any(g < 0 for g in sizes) or sum(sizes) != len(xb):
@@ -50,20 +54,26 @@ def grouped_gradient_sum(model, loss_sum, xb, yb, rngs, groups, grad_out):
     if len(rngs) != len(sizes):
         raise ValueError(f"with groups, rng must be None or one generator per group ({len(sizes)}), got {len(rngs)}")
     start_buffers = model.flat_buffers.copy()
-    buffers, grad = None, np.empty_like(grad_out)
-    grad_out[...] = 0
-    total = norm = 0.0
-    lo, rows = 0, 0
-    for size, rng in zip(sizes, rngs):
+    dtype = model.dtype.type
+    grads = TreeSum(lambda a, b: (np.add(a[0], b[0], out=a[0]), a[1] + b[1], a[2] + b[2]))
+    buffers = TreeSum(lambda a, b: np.add(a, b, out=a))
+    lo = rows = 0
+    for g, (size, rng) in enumerate(zip(sizes, rngs)):
         if size == 0:
             continue
         model.flat_buffers[...] = start_buffers
+        grad = np.empty_like(grad_out)
         value, count = gradient_sum(model, loss_sum, xb[lo:lo + size], yb[lo:lo + size], rng, grad)
-        grad_out += grad
-        total, norm = total + value, norm + count
-        weighted = model.flat_buffers * model.dtype.type(size)
-        buffers = weighted if buffers is None else buffers + weighted
+        grads.push(g, 0, (grad, value, count))
+        buffers.push(g, 0, model.flat_buffers * dtype(size))
         lo, rows = lo + size, rows + size
-    if buffers is not None and buffers.size:
-        model.flat_buffers[...] = buffers / model.dtype.type(rows)
+    root = grads.result()
+    grad_out[...] = 0
+    total = norm = 0.0
+    if root is not None:
+        grad_out += root[0]
+        total, norm = total + root[1], norm + root[2]
+    weighted = buffers.result()
+    if weighted is not None and weighted.size:
+        model.flat_buffers[...] = weighted / dtype(rows)
     return total, norm

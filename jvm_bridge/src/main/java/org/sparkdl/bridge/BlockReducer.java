@@ -2,7 +2,6 @@ package org.sparkdl.bridge;
 
 import java.util.ArrayList;
 import java.util.Collections;
-import java.util.Comparator;
 import java.util.Iterator;
 import java.util.List;
 
@@ -13,21 +12,19 @@ import scala.Tuple2;
 
 /**
  * Stage 2 of an iteration, on the JVM: task k receives every partition's gradient record of block k and
- * shard k's cached state, sums the records in source-partition order (so the result does not depend on
- * the shuffle's arrival order), divides by the global normalizer and applies the optimizer update. The
+ * shard k's cached state, sums the records in the fixed tree order over partition ids ({@link TreeSum}; so
+ * the result depends neither on the shuffle's arrival order nor on how tasks pre-summed partitions), divides by the global normalizer and applies the optimizer update. The
  * arithmetic is that of sparkdl/engine/allreduce.py and the optimizer kernels, operation for operation.
  */
 final class BlockReducer implements FlatMapFunction2<Iterator<Tuple2<Integer, byte[]>>, Iterator<ShardState>, ShardState> {
-    private static final Comparator<byte[]> BY_PARTITION = Comparator.comparingInt(Frames::partition);
-
     private final UpdateProgram program;
-    private final Broadcast<byte[]> weights;
+    private final Broadcast<byte[][]> weights;
     /** The weights themselves (the driver-reduce mode, on the driver), else null. */
-    private final byte[] localWeights;
+    private final byte[][] localWeights;
     private final long[] bounds;
 
     /** In a reduce task: the weights come from their broadcast. */
-    BlockReducer(UpdateProgram program, Broadcast<byte[]> weights, long[] bounds) {
+    BlockReducer(UpdateProgram program, Broadcast<byte[][]> weights, long[] bounds) {
         this.program = program;
         this.weights = weights;
         this.localWeights = null;
@@ -35,7 +32,7 @@ final class BlockReducer implements FlatMapFunction2<Iterator<Tuple2<Integer, by
     }
 
     /** On the driver: the weights are at hand. */
-    BlockReducer(UpdateProgram program, byte[] weights, long[] bounds) {
+    BlockReducer(UpdateProgram program, byte[][] weights, long[] bounds) {
         this.program = program;
         this.weights = null;
         this.localWeights = weights;
@@ -70,15 +67,21 @@ final class BlockReducer implements FlatMapFunction2<Iterator<Tuple2<Integer, by
         if (missed) {
             return Collections.singletonList(old.missedCopy()).iterator();
         }
-        grads.sort(BY_PARTITION);
-        buffers.sort(BY_PARTITION);
         float[] g = new float[n];
         double loss = 0.0;
         double normalizer = 0.0;
-        for (byte[] f : grads) {
-            Frames.addPayload(f, g);
-            loss += Frames.loss(f);
-            normalizer += Frames.normalizer(f);
+        NodeSums.Value root = NodeSums.root(grads);
+        if (root != null) {
+            float[] v = root.values();
+            if (v.length != n) {
+                throw new IllegalArgumentException("sparkdl bridge: gradient records of block " + k + " have "
+                        + v.length + " values, expected " + n);
+            }
+            for (int i = 0; i < n; i++) {
+                g[i] += v[i];
+            }
+            loss += root.loss;
+            normalizer += root.normalizer;
         }
         if (normalizer > 0) {
             float d = (float) normalizer;
@@ -88,7 +91,7 @@ final class BlockReducer implements FlatMapFunction2<Iterator<Tuple2<Integer, by
         } else {
             java.util.Arrays.fill(g, 0f);
         }
-        float[] p = Frames.floats(localWeights != null ? localWeights : weights.value(), 4 * lo, n);
+        float[] p = Frames.floats(localWeights != null ? localWeights : weights.value(), 4L * lo, n);
         float[][] arrays = old.copyArrays();
         if (arrays.length != program.numStateArrays()) {
             throw new IllegalStateException("sparkdl bridge: shard " + k + " has " + arrays.length
@@ -99,16 +102,9 @@ final class BlockReducer implements FlatMapFunction2<Iterator<Tuple2<Integer, by
         next.shard = p;
         next.lossSum = loss;
         next.normalizerSum = normalizer;
-        long count = 0;
-        float[] buf = null;
-        for (byte[] f : buffers) {
-            count += Frames.count(f);
-            if (buf == null) {
-                buf = Frames.payload(f);
-            } else {
-                Frames.addPayload(f, buf);
-            }
-        }
+        NodeSums.Value buffered = NodeSums.root(buffers);
+        long count = buffered == null ? 0 : buffered.count;
+        float[] buf = buffered == null ? null : buffered.values();
         next.bufferSum = buf;
         next.count = count;
         return Collections.singletonList(next).iterator();

@@ -46,8 +46,8 @@ public final class Bridge {
      * arguments as its constructor.
      */
     public static TrainingLoop trainingLoop(JavaSparkContext jsc, JavaRDD<byte[]> data, byte[] bounds, byte[] sizes,
-                                            int groups, boolean driverReduce) {
-        return new TrainingLoop(jsc, data, bounds, sizes, groups, driverReduce);
+                                            int groups, boolean driverReduce, int maxChunkBytes) {
+        return new TrainingLoop(jsc, data, bounds, sizes, groups, driverReduce, maxChunkBytes);
     }
 
     /**

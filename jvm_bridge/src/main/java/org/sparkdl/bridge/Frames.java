@@ -9,8 +9,10 @@ import java.nio.ByteOrder;
  *
  * <pre>
  * gradient task output, one record per (partition, block):
- *   int32 kind | int32 block | int32 partition | int32 reserved | float64 loss | float64 normalizer |
+ *   int32 kind | int32 block | int32 node lo | int32 node level | float64 loss | float64 normalizer |
  *   int64 count | float32[] payload
+ * a record is the value of the tree node (lo, level), partitions [lo, lo + 2^level) ({@link TreeSum}): a leaf
+ * (level 0, lo = the partition) or a sum its task or a combine task pre-summed in the tree's order
  * kind GRAD: payload = the partition's summed gradient of that block
  * kind GRAD16: the same as IEEE binary16 (compress='fp16': numpy's float32 to float16 rounding in Python), so
  *   the payload is int16[] and each element is widened to float32 exactly before it is added
@@ -51,6 +53,10 @@ final class Frames {
 
     static int partition(byte[] f) {
         return wrap(f).getInt(8);
+    }
+
+    static int level(byte[] f) {
+        return wrap(f).getInt(12);
     }
 
     static double loss(byte[] f) {
@@ -117,6 +123,30 @@ final class Frames {
         return Float.intBitsToFloat(sign | ((exponent + 112) << 23) | (mantissa << 13));
     }
 
+    /** The payload's values as float32, exactly (binary16 widened), in a new array. */
+    static float[] values(byte[] f) {
+        if (kind(f) != GRAD16) {
+            return payload(f);
+        }
+        int n = payloadLength(f);
+        short[] h = new short[n];
+        wrap(f).position(HEADER).slice().order(ByteOrder.LITTLE_ENDIAN).asShortBuffer().get(h);
+        float[] out = new float[n];
+        for (int i = 0; i < n; i++) {
+            out[i] = widen(h[i]);
+        }
+        return out;
+    }
+
+    /** A float32 record (the layout above). */
+    static byte[] record(int kind, int block, int lo, int level, double loss, double normalizer, long count,
+                         float[] payload) {
+        ByteBuffer b = ByteBuffer.allocate(HEADER + 4 * payload.length).order(ByteOrder.LITTLE_ENDIAN);
+        b.putInt(kind).putInt(block).putInt(lo).putInt(level).putDouble(loss).putDouble(normalizer).putLong(count);
+        b.asFloatBuffer().put(payload);
+        return b.array();
+    }
+
     static float[] payload(byte[] f) {
         float[] out = new float[payloadLength(f)];
         wrap(f).position(HEADER).slice().order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(out);
@@ -126,6 +156,53 @@ final class Frames {
     static float[] floats(byte[] b, int offset, int n) {
         float[] out = new float[n];
         wrap(b).position(offset).slice().order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(out);
+        return out;
+    }
+
+    /** {@code n} floats from byte offset {@code offset} of the concatenation of {@code chunks}. */
+    static float[] floats(byte[][] chunks, long offset, int n) {
+        float[] out = new float[n];
+        int done = 0;
+        long start = 0;
+        for (byte[] c : chunks) {
+            long end = start + c.length;
+            if (done < n && offset + 4L * done < end) {
+                int from = (int) (offset + 4L * done - start);
+                int count = Math.min(n - done, (c.length - from) / 4);
+                wrap(c).position(from).slice().order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(out, done, count);
+                done += count;
+            }
+            start = end;
+        }
+        if (done != n) {
+            throw new IllegalArgumentException("sparkdl bridge: " + n + " floats from byte " + offset + " past the end");
+        }
+        return out;
+    }
+
+    /** {@code a} then {@code b} as float32 bytes in chunks of at most {@code limit} bytes (a multiple of 4). */
+    static byte[][] chunks(float[] a, float[] b, int limit) {
+        long total = 4L * a.length + 4L * b.length;
+        int count = (int) Math.max(1, (total + limit - 1) / limit);
+        byte[][] out = new byte[count][];
+        long pos = 0;  // in floats, over a then b
+        for (int i = 0; i < count; i++) {
+            int floats = (int) Math.min(limit / 4, total / 4 - pos);
+            ByteBuffer buf = ByteBuffer.allocate(4 * floats).order(ByteOrder.LITTLE_ENDIAN);
+            java.nio.FloatBuffer f = buf.asFloatBuffer();
+            long stop = pos + floats;
+            if (pos < a.length) {  // bulk copies: the part of a, then the part of b
+                int from = (int) pos;
+                int len = (int) Math.min(a.length, stop) - from;
+                f.put(a, from, len);
+                pos += len;
+            }
+            if (pos < stop) {
+                f.put(b, (int) (pos - a.length), (int) (stop - pos));
+                pos = stop;
+            }
+            out[i] = buf.array();
+        }
         return out;
     }
 

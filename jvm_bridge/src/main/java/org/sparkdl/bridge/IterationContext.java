@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
 
+import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.broadcast.Broadcast;
 
 /**
@@ -16,8 +17,9 @@ import org.apache.spark.broadcast.Broadcast;
  *
  * <pre>
  * header: int32 magic 0x5344_4c31 | int32 epoch | int32 iteration in epoch | int32 global iteration |
- *         int32 full (1: the partition's data records follow) | int32 n | int32[n] partitions
- * weights: the float32 parameters followed by the float32 buffers (inline or broadcast)
+ *         int32 full (1: the partition's data records follow) | int32 chunks | int32 n | int32[n] partitions
+ * weights: the float32 parameters followed by the float32 buffers (inline or broadcast), in {@code chunks}
+ *          records of at most the chunk limit each (sparkdl/chunking.py)
  * </pre>
  */
 final class IterationContext implements Serializable {
@@ -26,16 +28,16 @@ final class IterationContext implements Serializable {
     int epoch;
     int iteration;
     int globalIteration;
-    Broadcast<byte[]> weights;
+    Broadcast<byte[][]> weights;
     /** The weights themselves when they travel inside the tasks (then {@link #weights} is null). */
-    byte[] inlineWeights;
+    byte[][] inlineWeights;
     /** Data partitions each group task of the local-copy source computes (set on the driver). */
     int[][] groups = new int[0][];
 
-    byte[] header(boolean full, int[] partitions) {
-        ByteBuffer b = ByteBuffer.allocate(24 + 4 * partitions.length).order(ByteOrder.LITTLE_ENDIAN);
+    byte[] header(boolean full, int chunks, int[] partitions) {
+        ByteBuffer b = ByteBuffer.allocate(28 + 4 * partitions.length).order(ByteOrder.LITTLE_ENDIAN);
         b.putInt(MAGIC).putInt(epoch).putInt(iteration).putInt(globalIteration).putInt(full ? 1 : 0);
-        b.putInt(partitions.length);
+        b.putInt(chunks).putInt(partitions.length);
         for (int p : partitions) {
             b.putInt(p);
         }
@@ -45,9 +47,10 @@ final class IterationContext implements Serializable {
     /** The records that start task {@code index}: header and weights, then {@code data} (full mode). */
     Iterator<byte[]> frames(int index, boolean full, Iterator<byte[]> data) {
         int[] partitions = full ? new int[] {index} : groups[index];
-        List<byte[]> head = new ArrayList<>(2);
-        head.add(header(full, partitions));
-        head.add(inlineWeights != null ? inlineWeights : weights.value());
+        byte[][] chunks = inlineWeights != null ? inlineWeights : weights.value();
+        List<byte[]> head = new ArrayList<>(1 + chunks.length);
+        head.add(header(full, chunks.length, partitions));
+        java.util.Collections.addAll(head, chunks);
         if (data == null) {
             return head.iterator();
         }
@@ -63,5 +66,19 @@ final class IterationContext implements Serializable {
                 return first.hasNext() ? first.next() : data.next();
             }
         };
+    }
+
+    /** The records of a full-data gradient task: header and weights, then the partition's data. */
+    static final class Prepend implements Function2<Integer, Iterator<byte[]>, Iterator<byte[]>> {
+        private final IterationContext context;
+
+        Prepend(IterationContext context) {
+            this.context = context;
+        }
+
+        @Override
+        public Iterator<byte[]> call(Integer partition, Iterator<byte[]> records) {
+            return context.frames(partition, true, records);
+        }
     }
 }

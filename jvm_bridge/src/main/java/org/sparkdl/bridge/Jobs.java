@@ -7,6 +7,7 @@ import java.util.List;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.api.java.function.Function;
 import org.apache.spark.api.java.function.PairFunction;
 
@@ -86,6 +87,51 @@ final class Jobs {
         @Override
         public Tuple2<Integer, byte[]> call(byte[] frame) {
             return new Tuple2<>(Frames.block(frame), frame);
+        }
+    }
+
+    /** A gradient record keyed by its ancestor node at {@code level} of the summation tree (the combine stage). */
+    static final class KeyByNode implements PairFunction<byte[], Integer, byte[]> {
+        private static final long serialVersionUID = 1L;
+        private final int level;
+
+        KeyByNode(int level) {
+            this.level = level;
+        }
+
+        @Override
+        public Tuple2<Integer, byte[]> call(byte[] frame) {
+            return new Tuple2<>(Frames.partition(frame) >> level, frame);
+        }
+    }
+
+    /**
+     * A combine task: the records of one tree node (all of them: the key is the node), summed in the tree's order
+     * ({@link NodeSums}) into one gradient record and one buffers record; MISS records pass through.
+     */
+    static final class Combine implements FlatMapFunction<java.util.Iterator<Tuple2<Integer, byte[]>>, byte[]> {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        public java.util.Iterator<byte[]> call(java.util.Iterator<Tuple2<Integer, byte[]>> records) {
+            List<byte[]> grads = new ArrayList<>();
+            List<byte[]> buffers = new ArrayList<>();
+            List<byte[]> out = new ArrayList<>();
+            while (records.hasNext()) {
+                byte[] f = records.next()._2();
+                int kind = Frames.kind(f);
+                if (Frames.block(f) != 0) {
+                    throw new IllegalArgumentException("sparkdl bridge: the combine stage takes one block");
+                }
+                (Frames.isGradient(kind) ? grads : kind == Frames.BUFFERS ? buffers : out).add(f);
+            }
+            for (TreeSum.Node<NodeSums.Value> n : NodeSums.sum(grads)) {
+                out.add(NodeSums.record(n, Frames.GRAD, 0));
+            }
+            for (TreeSum.Node<NodeSums.Value> n : NodeSums.sum(buffers)) {
+                out.add(NodeSums.record(n, Frames.BUFFERS, 0));
+            }
+            return out.iterator();
         }
     }
 

@@ -12,11 +12,9 @@ import java.util.Comparator;
 import java.util.Iterator;
 import java.util.List;
 
-import org.apache.spark.Partitioner;
 import org.apache.spark.api.java.JavaPairRDD;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
-import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.storage.StorageLevel;
 
@@ -55,14 +53,20 @@ public final class TrainingLoop {
     private final boolean localEnabled;
     private final boolean driverReduce;
     private boolean localReady;
+    /** Gradient records per block the group tasks of the local source send ({@link GroupAssignment#records}). */
+    private int localRecords;
 
     private float[] weights = new float[0];
     private float[] buffers = new float[0];
-    /** The weights the next iteration's tasks read (packed parameters and buffers) and their broadcast. */
-    private byte[] currentBytes;
-    private Broadcast<byte[]> current;
+    /** The weights the next iteration's tasks read (packed parameters and buffers, in chunks) and their broadcast. */
+    private byte[][] currentBytes;
+    private Broadcast<byte[][]> current;
     private JavaRDD<ShardState> states;
-    private Broadcast<byte[]> statesBroadcast;
+    private Broadcast<byte[][]> statesBroadcast;
+    /** Largest byte array of weights (sparkdl/chunking.py MAX_CHUNK_BYTES). */
+    private final int maxChunkBytes;
+    /** Weights being received from Python chunk by chunk ({@link #beginWeights}). */
+    private float[] staging;
     /** The optimizer state of the one block in driver-reduce mode. */
     private ShardState driverState;
 
@@ -72,9 +76,15 @@ public final class TrainingLoop {
      * @param sizes int64 little-endian sample counts per data partition
      * @param groups number of group tasks of the local source (task slots); 0: never use local copies
      * @param driverReduce sum and update on the driver (requires one block)
+     * @param maxChunkBytes largest byte array of weights (a multiple of 4)
      */
     TrainingLoop(JavaSparkContext jsc, JavaRDD<byte[]> data, byte[] bounds, byte[] sizes, int groups,
-                 boolean driverReduce) {
+                 boolean driverReduce, int maxChunkBytes) {
+        if (maxChunkBytes < 4 || maxChunkBytes % 4 != 0) {
+            throw new IllegalArgumentException("sparkdl bridge: chunk limit " + maxChunkBytes + " is not a positive "
+                    + "multiple of 4");
+        }
+        this.maxChunkBytes = maxChunkBytes;
         this.jsc = jsc;
         this.data = data;
         this.bounds = longs(bounds);
@@ -88,7 +98,7 @@ public final class TrainingLoop {
                     + (this.bounds.length - 1));
         }
         this.driverReduce = driverReduce;
-        this.fullSource = data.mapPartitionsWithIndex(new Prepend(context), true);
+        this.fullSource = data.mapPartitionsWithIndex(new IterationContext.Prepend(context), true);
         this.localEnabled = groups > 0;
         this.localSource = new GroupSourceRDD(jsc.sc(), context, Math.max(1, Math.min(groups, this.sizes.length)));
     }
@@ -113,16 +123,26 @@ public final class TrainingLoop {
 
     // ------------------------------------------------------------------ weights and states
 
-    /** Parameters then buffers, float32 little-endian. */
-    public void setWeights(byte[] packed, int numParameters) {
-        float[] all = Frames.floats(packed, 0, packed.length / 4);
+    /** Start receiving {@code floats} values of parameters then buffers ({@link #putWeights}, {@link #commitWeights}). */
+    public void beginWeights(long floats) {
+        staging = new float[Math.toIntExact(floats)];
+    }
+
+    /** Float32 little-endian values for positions {@code offset...} (a chunk of at most the chunk limit). */
+    public void putWeights(long offset, byte[] chunk) {
+        Frames.wrap(chunk).asFloatBuffer().get(staging, Math.toIntExact(offset), chunk.length / 4);
+    }
+
+    /** The received values are the weights: {@code numParameters} parameters, then buffers. */
+    public void commitWeights(int numParameters) {
         if (numParameters != bounds[bounds.length - 1]) {
             throw new IllegalArgumentException("sparkdl bridge: " + numParameters + " parameters, blocks cover "
                     + bounds[bounds.length - 1]);
         }
-        weights = Arrays.copyOfRange(all, 0, numParameters);
-        buffers = Arrays.copyOfRange(all, numParameters, all.length);
-        publish(packed);
+        weights = Arrays.copyOfRange(staging, 0, numParameters);
+        buffers = Arrays.copyOfRange(staging, numParameters, staging.length);
+        staging = null;
+        publish(packedWeights());
     }
 
     /**
@@ -133,96 +153,78 @@ public final class TrainingLoop {
 
     /** Make {@code packed} the weights of the next iteration; release the previous broadcast unless the
      * cached states' lineage still refers to it. */
-    private void publish(byte[] packed) {
-        Broadcast<byte[]> old = current;
+    private void publish(byte[][] packed) {
+        Broadcast<byte[][]> old = current;
         currentBytes = packed;
-        current = driverReduce && packed.length <= INLINE_WEIGHT_BYTES ? null : jsc.broadcast(packed);
+        boolean inline = driverReduce && packed.length == 1 && packed[0].length <= INLINE_WEIGHT_BYTES;
+        current = inline ? null : jsc.broadcast(packed);
         if (old != null && old != statesBroadcast) {
             old.destroy();
         }
     }
 
-    public byte[] weights() {
-        float[] all = new float[weights.length + buffers.length];
-        System.arraycopy(weights, 0, all, 0, weights.length);
-        System.arraycopy(buffers, 0, all, weights.length, buffers.length);
-        return Frames.bytes(all);
+    /** Parameters then buffers, float32 little-endian, in chunks of at most the chunk limit. */
+    private byte[][] packedWeights() {
+        return Frames.chunks(weights, buffers, maxChunkBytes);
     }
 
     /**
      * Replace the cached optimizer states. {@code packed}: int32 K, then per block int32 block, int64 step,
      * int32 arrays, int32 length, float32[arrays * length].
      */
-    public void setStates(byte[] packed) {
-        ByteBuffer b = Frames.wrap(packed);
-        int k = b.getInt();
-        if (k != numBlocks()) {
-            throw new IllegalArgumentException("sparkdl bridge: " + k + " shard states for " + numBlocks() + " blocks");
-        }
-        List<ShardState> list = new ArrayList<>(k);
-        for (int i = 0; i < k; i++) {
-            int block = b.getInt();
-            long step = b.getLong();
-            int arrays = b.getInt();
-            int length = b.getInt();
-            if (block != i || length != bounds[i + 1] - bounds[i]) {
-                throw new IllegalArgumentException("sparkdl bridge: state " + i + " is for block " + block
-                        + " with " + length + " elements");
-            }
-            float[][] a = new float[arrays][];
-            for (int j = 0; j < arrays; j++) {
-                a[j] = Frames.floats(packed, b.position(), length);
-                b.position(b.position() + 4 * length);
-            }
-            list.add(new ShardState(block, step, a));
-        }
+    private List<byte[]> stagedStates;
+
+    /** Start receiving packed states chunk by chunk ({@link #putStates}, {@link #commitStates}). */
+    public void beginStates() {
+        stagedStates = new ArrayList<>();
+    }
+
+    /** The next chunk (at most the chunk limit) of the packed states. */
+    public void putStates(byte[] chunk) {
+        stagedStates.add(chunk);
+    }
+
+    /** The received chunks replace the cached optimizer states ({@link StateCodec} layout). */
+    public void commitStates() {
+        List<ShardState> list = StateCodec.read(stagedStates, bounds);
+        stagedStates = null;
         if (driverReduce) {
             driverState = list.get(0);
         } else {
-            replaceStates(jsc.parallelize(list, k), null);
+            replaceStates(jsc.parallelize(list, list.size()), null);
         }
         localReady = false;
     }
 
-    public byte[] states() {
+    /** The states in {@link StateCodec}'s layout, in chunks of at most the chunk limit. */
+    private byte[][] packedStates() {
         List<ShardState> list = new ArrayList<>(driverReduce ? List.of(driverState) : states.collect());
         list.sort(Comparator.comparingInt(s -> s.block));
-        int size = 4;
-        for (ShardState s : list) {
-            int length = s.arrays.length == 0 ? 0 : s.arrays[0].length;
-            size += 20 + 4 * s.arrays.length * length;
-        }
-        ByteBuffer b = ByteBuffer.allocate(size).order(ByteOrder.LITTLE_ENDIAN);
-        b.putInt(list.size());
-        for (ShardState s : list) {
-            int length = (int) (bounds[s.block + 1] - bounds[s.block]);
-            b.putInt(s.block).putLong(s.step).putInt(s.arrays.length).putInt(length);
-            for (float[] a : s.arrays) {
-                b.asFloatBuffer().put(a);
-                b.position(b.position() + 4 * a.length);
-            }
-        }
-        return b.array();
+        return StateCodec.write(list, bounds, maxChunkBytes);
     }
 
     /**
-     * {@link #weights()} or {@link #states()} ({@code what}: "weights" or "states") written to a new temporary
+     * {@link #packedWeights()} or {@link #packedStates()} ({@code what}: "weights" or "states") written to a new temporary
      * file that only this user can read; returns its path, and the caller deletes it. py4j moves a byte array as
      * base64 text at ~10 MB/s, a local file is far faster (the driver's Python and JVM always share a host). The
      * JVM chooses the file: no path from Python is ever written to.
      */
     public String writeTemp(String what) {
-        byte[] b;
+        byte[][] b;
         if ("weights".equals(what)) {
-            b = weights();
+            b = packedWeights();
         } else if ("states".equals(what)) {
-            b = states();
+            b = packedStates();
         } else {
             throw new IllegalArgumentException("sparkdl bridge: nothing called " + what + " to write");
         }
         try {
             Path path = Files.createTempFile("sparkdl-" + what + "-", ".bin"); // rw------- on POSIX file systems
-            Files.write(path, b);
+            try (java.io.OutputStream out = Files.newOutputStream(path)) {
+                for (byte[] chunk : b) {
+                    out.write(chunk);
+                }
+            }
             return path.toString();
         } catch (IOException e) {
             throw new UncheckedIOException(e);
@@ -311,13 +313,19 @@ public final class TrainingLoop {
         return driverReduce ? reduceOnDriver(gradients, prog) : reduceOnExecutors(gradients, prog);
     }
 
-    /** One stage: collect every gradient task's records, then sum and update here. */
+    /** Whether the last driver-reduce attempt ran the combine stage (tests). */
+    private boolean lastCombined;
+
+    /** One stage (two with a combine stage): collect the gradient records, then sum and update here. */
     private Attempt reduceOnDriver(JavaRDD<byte[]> gradients, UpdateProgram prog) {
         Attempt a = new Attempt();
         long start = System.nanoTime();
-        List<byte[]> frames = Jobs.collect(jsc, gradients);
-        long collected = System.nanoTime();
-        a.jobNanos = collected - start;
+        int records = gradients == localGradients ? localRecords : FanIn.nonEmpty(sizes);
+        JavaRDD<byte[]> collected = FanIn.of(jsc, gradients, records, sizes.length);
+        lastCombined = collected != gradients;
+        List<byte[]> frames = Jobs.collect(jsc, collected);
+        long received = System.nanoTime();
+        a.jobNanos = received - start;
         List<Tuple2<Integer, byte[]>> keyed = new ArrayList<>(frames.size());
         for (byte[] f : frames) {
             keyed.add(new Tuple2<>(0, f));
@@ -326,8 +334,13 @@ public final class TrainingLoop {
                 .call(keyed.iterator(), List.of(driverState).iterator()).next();
         a.results = new ShardState[] {next};
         a.missed = next.missed;
-        a.reduceNanos = System.nanoTime() - collected;
+        a.reduceNanos = System.nanoTime() - received;
         return a;
+    }
+
+    /** Whether the last iteration's gradient records went through the combine stage (driver reduce only). */
+    public boolean lastCombined() {
+        return lastCombined;
     }
 
     private Attempt reduceOnExecutors(JavaRDD<byte[]> gradients, UpdateProgram prog) {
@@ -376,7 +389,7 @@ public final class TrainingLoop {
                     buf[i] = head.bufferSum[i] / n;
                 }
             }
-            Broadcast<byte[]> used = current;
+            Broadcast<byte[][]> used = current;
             if (driverReduce) {
                 driverState = new ShardState(0, head.step, head.arrays);
             } else {
@@ -384,7 +397,7 @@ public final class TrainingLoop {
             }
             weights = next;
             buffers = buf;
-            publish(weights());
+            publish(packedWeights());
             localReady = localEnabled;
         }
         ByteBuffer out = ByteBuffer.allocate(32).order(ByteOrder.LITTLE_ENDIAN);
@@ -392,7 +405,7 @@ public final class TrainingLoop {
         return out.array();
     }
 
-    private void replaceStates(JavaRDD<ShardState> next, Broadcast<byte[]> used) {
+    private void replaceStates(JavaRDD<ShardState> next, Broadcast<byte[][]> used) {
         if (states != null) {
             states.unpersist(false);
         }
@@ -407,6 +420,7 @@ public final class TrainingLoop {
     private void assignGroups() {
         GroupAssignment g = GroupAssignment.of(jsc, data.rdd(), sizes, localSource.getNumPartitions());
         context.groups = g.table;
+        localRecords = g.records;
         localSource.setLocations(g.where);
     }
 
@@ -427,7 +441,7 @@ public final class TrainingLoop {
             states = null;
         }
         driverState = null;
-        for (Broadcast<byte[]> b : new Broadcast[] {current, statesBroadcast}) {
+        for (Broadcast<byte[][]> b : new Broadcast[] {current, statesBroadcast}) {
             if (b != null) {
                 b.destroy();
             }
@@ -440,46 +454,5 @@ public final class TrainingLoop {
         long[] out = new long[b.length / 8];
         Frames.wrap(b).asLongBuffer().get(out);
         return out;
-    }
-
-    static final class BlockPartitioner extends Partitioner {
-        private final int blocks;
-
-        BlockPartitioner(int blocks) {
-            this.blocks = blocks;
-        }
-
-        @Override
-        public int numPartitions() {
-            return blocks;
-        }
-
-        @Override
-        public int getPartition(Object key) {
-            return (Integer) key;
-        }
-
-        @Override
-        public boolean equals(Object o) {
-            return o instanceof BlockPartitioner && ((BlockPartitioner) o).blocks == blocks;
-        }
-
-        @Override
-        public int hashCode() {
-            return blocks;
-        }
-    }
-
-    static final class Prepend implements Function2<Integer, Iterator<byte[]>, Iterator<byte[]>> {
-        private final IterationContext context;
-
-        Prepend(IterationContext context) {
-            this.context = context;
-        }
-
-        @Override
-        public Iterator<byte[]> call(Integer partition, Iterator<byte[]> records) {
-            return context.frames(partition, true, records);
-        }
     }
 }
