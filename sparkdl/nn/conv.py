@@ -14,7 +14,7 @@ from sparkdl.kernels.conv_depthwise import depthwise_backward, depthwise_forward
 from sparkdl.kernels.conv_direct import direct_forward
 from sparkdl.nn._checks import check_pair
 from sparkdl.nn._conv_layer import _ConvLayer
-from sparkdl.nn.conv_algorithm import ConvShape, choose_algorithm
+from sparkdl.nn.conv_algorithm import ConvShape, plan
 from sparkdl.nn.conv_im2col import ConvGeometry, im2col_backward, im2col_forward, im2col_plan
 from sparkdl.nn.conv_pointwise import pointwise_backward, pointwise_forward
 from sparkdl.nn.conv_winograd import winograd_backward, winograd_forward
@@ -173,16 +173,26 @@ class Conv2d(_ConvLayer):
                          self.dilation, self.groups, n, get_num_threads() if threads is None else threads)
 
     def algorithm(self, x_shape, threads: int | None = None) -> str:
-        """The algorithm forward and backward run on input shape ``x_shape`` (N, C, H, W):
-        :func:`sparkdl.nn.conv_algorithm.choose_algorithm` of :meth:`shape_for`."""
-        return choose_algorithm(self.shape_for(x_shape, threads))
+        """The algorithm forward and backward run on input shape ``x_shape`` (N, C, H, W): the rule of
+        :mod:`sparkdl.nn.conv_algorithm` (:func:`~sparkdl.nn.conv_algorithm.plan`) on :meth:`shape_for`."""
+        return plan(self.shape_for(x_shape, threads))[0]
+
+    def _plan_call(self, x_shape, weight):
+        """``(algorithm, weight, geometry, taps)`` of one call: ``weight`` cut to the live taps (a copy, or
+        ``weight`` itself when every tap is live) and the geometry of the cut convolution."""
+        algorithm, taps, cut = plan(self.shape_for(x_shape))
+        (i0, i1), (j0, j1) = taps
+        if cut.kernel_size != self.kernel_size:
+            weight = np.ascontiguousarray(weight[:, :, i0:i1 + 1, j0:j1 + 1])
+        return algorithm, weight, ConvGeometry(cut.kernel_size, self.stride, cut.padding, self.dilation,
+                                               self.groups), taps
 
     # ------------------------------------------------------------------ compute
     def forward(self, x, *, training=False, rng=None):
         ho, wo = self._check(x)
         x = np.ascontiguousarray(x)
-        y = conv2d_forward(self.algorithm(x.shape), x, self.weight, self._bias_or_empty(), self.geometry(), ho, wo)
-        return y, x
+        algorithm, weight, geom, _ = self._plan_call(x.shape, self.weight)
+        return conv2d_forward(algorithm, x, weight, self._bias_or_empty(), geom, ho, wo), x
 
     def forward_folded(self, x, scale, shift, clamp=None):
         """Inference output of this convolution followed by a per-channel affine map (an evaluation-mode
@@ -196,7 +206,8 @@ class Conv2d(_ConvLayer):
         x = np.ascontiguousarray(x)
         weight = (self.weight * scale.reshape(-1, 1, 1, 1)).astype(self.dtype)
         bias = ((self.bias * scale if self.use_bias else 0.0) + shift).astype(self.dtype)
-        y = conv2d_forward(self.algorithm(x.shape), x, weight, bias, self.geometry(), ho, wo)
+        algorithm, weight, geom, _ = self._plan_call(x.shape, weight)
+        y = conv2d_forward(algorithm, x, weight, bias, geom, ho, wo)
         if clamp is not None:
             np.clip(y, clamp[0], clamp[1], out=y)
         return y
@@ -211,8 +222,14 @@ class Conv2d(_ConvLayer):
         x = cache
         grad_y = np.ascontiguousarray(grad_y, dtype=self.dtype)
         views = self._grad_views_with_bias(grad_y, grad_params)
-        return conv2d_backward(self.algorithm(x.shape), x, self.weight, grad_y, self.geometry(), views["weight"],
-                               input_grad)
+        algorithm, weight, geom, ((i0, i1), (j0, j1)) = self._plan_call(x.shape, self.weight)
+        if weight is self.weight:
+            return conv2d_backward(algorithm, x, weight, grad_y, geom, views["weight"], input_grad)
+        grad_w = np.empty_like(weight)  # the cut taps' gradient; the others read only padding: zero
+        grad_x = conv2d_backward(algorithm, x, weight, grad_y, geom, grad_w, input_grad)
+        views["weight"][...] = 0
+        views["weight"][:, :, i0:i1 + 1, j0:j1 + 1] = grad_w
+        return grad_x
 
     def get_config(self):
         return {"in_channels": self.in_channels, "out_channels": self.out_channels,

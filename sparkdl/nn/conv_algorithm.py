@@ -1,6 +1,9 @@
 """Which algorithm a 2-D convolution runs: one deterministic rule over the layer's shape (no run-time autotuning).
 
-The rule, :func:`choose_algorithm`, is tried top to bottom; the first row whose condition holds wins:
+First, kernel taps that only ever read zero padding are dropped (:func:`live_taps`) when what remains is a
+symmetric window: a 3x3 convolution with padding 1 on a 1x1 map is a 1x1 convolution of its centre tap
+(ResNet-18's last stage at 32x32 input). The rule, :func:`choose_algorithm`, then runs on that shape, top to
+bottom; the first row whose condition holds wins:
 
 =============  ==========================================================================================
 algorithm      condition
@@ -13,9 +16,9 @@ algorithm      condition
                backward runs ``im2col`` (:mod:`sparkdl.kernels.conv_direct`)
 ``pointwise``  1x1 kernel, no padding, one group (any stride: the input is subsampled first): one GEMM
                per sample or chunk with no im2col (:mod:`sparkdl.nn.conv_pointwise`)
-``winograd``   3x3, stride 1, dilation 1, one group, ``in_channels >= WINOGRAD_MIN_CHANNELS`` and an
-               output map of at least ``WINOGRAD_MIN_OUTPUT`` x ``WINOGRAD_MIN_OUTPUT``: below that the
-               2x2 tiles are mostly padding (an 8x8 map wastes 25%, 4x4 50%, 1x1 87%)
+``winograd``   3x3, stride 1, dilation 1, one group, ``in_channels >= WINOGRAD_MIN_CHANNELS`` and at
+               least ``WINOGRAD_MIN_TILE_USE`` of the 2x2 output tiles' GEMM columns are real outputs
+               (:func:`winograd_tile_use`: 8x8 maps 0.80, 14x14 0.88, 7x7 0.61, 4x4 0.67, 1x1 0.13)
                (:mod:`sparkdl.nn.conv_winograd`)
 ``im2col``     everything else: im2col + BLAS GEMM (strided layers, small maps with many channels, first
                layers with more output channels) (:mod:`sparkdl.nn.conv_im2col`)
@@ -35,7 +38,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["ALGORITHMS", "ConvShape", "choose_algorithm", "eligible_algorithms"]
+__all__ = ["ALGORITHMS", "ConvShape", "choose_algorithm", "eligible_algorithms", "live_taps", "plan",
+           "winograd_tile_use"]
 
 #: Every algorithm, in the order the rule tries them.
 ALGORITHMS = ("depthwise", "direct", "pointwise", "winograd", "im2col")
@@ -50,9 +54,14 @@ DIRECT_MAX_OUT_CHANNELS = 8
 #: for the transforms (measured with bench/kernels.py on the small CNN).
 WINOGRAD_MIN_CHANNELS = 8
 
-#: Winograd needs an output map of at least this height and width (see the measurements in the module's
-#: table of bench/conv_algos.py figures below).
-WINOGRAD_MIN_OUTPUT = 8
+#: Winograd needs at least this fraction of its tile columns to be real outputs. Measured with
+#: ``bench/conv_algos.py`` (float32, 1 thread, interleaved rounds, medians of 7 on a shared, loaded machine;
+#: forward / backward ms, Winograd vs im2col): 8x8 maps (use 0.80): 64 ch batch 128 9.9 vs 13.9 / 23.7 vs 29.8,
+#: 512 ch batch 32 126 vs 199 / 409 vs 403; 14x14 (0.88) 256 ch batch 4 22.5 vs 26.9 / 67.9 vs 52.5 (the one
+#: backward that im2col won); 16x16 and larger: Winograd 1.3-1.8x faster both ways. 7x7 (0.61) 512 ch batch 4
+#: 47.9 vs 20.7 / 130 vs 70; 4x4 (0.67) 128 ch batch 64 10.7 vs 7.4 / 15.3 vs 13.5, 512 ch batch 32
+#: 51.6 vs 44.8 / 116 vs 108; 2x2 and 1x1 maps: im2col 2.5-10x faster.
+WINOGRAD_MIN_TILE_USE = 0.75
 
 
 class ConvShape(NamedTuple):
@@ -81,6 +90,41 @@ class ConvShape(NamedTuple):
                 (self.width + 2 * pw - dw * (kw - 1) - 1) // sw + 1)
 
 
+def _live_range(size, out, k, stride, pad, dil):
+    """First and last kernel tap (along one axis) that reads the input for some output position."""
+    def is_live(i):  # some o in [0, out) with 0 <= o*stride + i*dil - pad < size
+        lo = pad - i * dil
+        o = max(0, -(-lo // stride))
+        return o < out and o * stride <= size - 1 + lo
+    live = [i for i in range(k) if is_live(i)]
+    return (live[0], live[-1]) if live else (0, k - 1)
+
+
+def live_taps(s: ConvShape) -> tuple:
+    """``((i0, i1), (j0, j1))``: the kernel rows ``i0..i1`` and columns ``j0..j1`` the layer keeps, and the
+    shape of the layer cut to them (kernel and padding shrink; output size unchanged). Taps outside read only
+    zero padding; they are cut only where the rest is a symmetric window with non-negative padding (the
+    drivers take symmetric padding), else every tap is kept."""
+    ho, wo = s.output_size()
+    keep, kernel, padding = [], [], []
+    for size, out, k, st, p, d in zip((s.height, s.width), (ho, wo), s.kernel_size, s.stride, s.padding,
+                                      s.dilation):
+        a, b = _live_range(size, out, k, st, p, d)
+        if a != k - 1 - b or p - a * d < 0:
+            a, b = 0, k - 1
+        keep.append((a, b))
+        kernel.append(b - a + 1)
+        padding.append(p - a * d)
+    return tuple(keep), s._replace(kernel_size=tuple(kernel), padding=tuple(padding))
+
+
+def winograd_tile_use(s: ConvShape) -> float:
+    """The fraction of Winograd F(2x2, 3x3)'s GEMM columns that are real outputs: ``H_out*W_out`` over 4 times
+    the tiles, ``ceil(H_out/2) * (ceil(W_out/2) + 1)`` (one padding tile per tile row)."""
+    ho, wo = s.output_size()
+    return ho * wo / (4 * ((ho + 1) // 2) * ((wo + 1) // 2 + 1))
+
+
 def _winograd_kernel(s: ConvShape) -> bool:
     """3x3, stride 1, dilation 1, one group, enough input channels (the map size aside)."""
     return (tuple(s.kernel_size) == (3, 3) and tuple(s.stride) == (1, 1) and tuple(s.dilation) == (1, 1)
@@ -88,11 +132,12 @@ def _winograd_kernel(s: ConvShape) -> bool:
 
 
 def eligible_algorithms(s: ConvShape) -> tuple:
-    """Every algorithm that can compute the layer ``s``, in :data:`ALGORITHMS` order (``im2col`` always)."""
+    """The algorithms that can compute the layer ``s``, in :data:`ALGORITHMS` order (``im2col`` always; ``direct``
+    only up to twice its threshold of output channels: far beyond it it is never a contender)."""
     out = []
     if s.groups > 1 and s.groups == s.in_channels == s.out_channels:
         out.append("depthwise")
-    if tuple(s.stride) == (1, 1) and s.groups == 1:
+    if tuple(s.stride) == (1, 1) and s.groups == 1 and s.out_channels <= 2 * DIRECT_MAX_OUT_CHANNELS:
         out.append("direct")
     if tuple(s.kernel_size) == (1, 1) and tuple(s.padding) == (0, 0) and s.groups == 1:
         out.append("pointwise")
@@ -102,8 +147,16 @@ def eligible_algorithms(s: ConvShape) -> tuple:
     return tuple(out)
 
 
+def plan(s: ConvShape) -> tuple:
+    """``(algorithm, taps, shape)`` of layer shape ``s``: :func:`live_taps` and then :func:`choose_algorithm` on
+    the cut shape."""
+    taps, cut = live_taps(s)
+    return choose_algorithm(cut), taps, cut
+
+
 def choose_algorithm(s: ConvShape) -> str:
-    """The algorithm the rule in this module's table picks for layer shape ``s`` (one of :data:`ALGORITHMS`)."""
+    """The algorithm the rule in this module's table picks for layer shape ``s`` (one of :data:`ALGORITHMS`);
+    ``s`` is the shape after :func:`live_taps`."""
     if s.groups > 1 and s.groups == s.in_channels == s.out_channels:
         return "depthwise"
     if (tuple(s.stride) == (1, 1) and s.groups == 1 and s.out_channels <= DIRECT_MAX_OUT_CHANNELS
@@ -111,6 +164,6 @@ def choose_algorithm(s: ConvShape) -> str:
         return "direct"
     if tuple(s.kernel_size) == (1, 1) and tuple(s.padding) == (0, 0) and s.groups == 1:
         return "pointwise"
-    if _winograd_kernel(s) and min(s.output_size()) >= WINOGRAD_MIN_OUTPUT:
+    if _winograd_kernel(s) and winograd_tile_use(s) >= WINOGRAD_MIN_TILE_USE:
         return "winograd"
     return "im2col"
