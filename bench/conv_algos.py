@@ -1,5 +1,5 @@
 """Convolution algorithm table check: every eligible algorithm's time on the model zoo's layer shapes, and the rule's
-choice (:func:`sparkdl.nn.conv_algorithm.choose_algorithm`), so the table of thresholds can be verified.
+choice (:func:`sparkdl.nn.conv_algorithm.plan`), so the table of thresholds can be verified.
 
 For each layer shape (ResNet-18 at 32x32 training and 224x224 inference, ResNet-50's bottleneck 1x1s, the
 CIFAR ResNet-20, MobileNetV2's depthwise and 1x1 layers, VGG-11 at 64x64, LeNet-5, the small CNN) and each
@@ -7,13 +7,16 @@ algorithm that can compute it, one step is a forward pass plus the backward pass
 gradients), float32, on 1 numba thread and 1 BLAS thread. The algorithms of one shape are interleaved round
 by round (``--repeats`` rounds, each timing ``--block`` steps of every algorithm in turn, the first algorithm
 rotating from round to round) so that load from other processes hits them alike; a number is the median over
-the rounds of the per-step time, in milliseconds. ``--forward`` times forward passes only (inference).
+the rounds of the time per pass, in milliseconds, forward and backward apiece. Times are of the layer as it
+runs: after the taps that read only padding are cut (:func:`sparkdl.nn.conv_algorithm.live_taps`; a row marked
+``cut`` is a 3x3 layer on a 1x1 map, timed as the 1x1 convolution it becomes).
 
-Prints one row per shape: the times, the fastest algorithm, the rule's choice, and the rule's time over the
-fastest (1.00 when the rule picks the fastest). Run it on an idle machine; the machine-readable last line is
-``{"rows": [{"layer": ..., "times_ms": {...}, "fastest": ..., "rule": ..., "rule_over_fastest": ...}, ...]}``.
+Prints one row per shape: the rule's choice, forward and backward times (``*`` marks the fastest of a pass),
+and the rule's forward+backward time over the fastest's (1.00 when the rule picks the fastest). Run it on an
+idle machine; the machine-readable last line is ``{"rows": [{"layer": ..., "rule": ..., "fastest": ...,
+"rule_over_fastest": ..., "times_ms": {"forward": {...}, "backward": {...}}}, ...]}``.
 
-Usage: ``python bench/conv_algos.py [--repeats 7] [--block 3] [--forward] [--only SUBSTRING]``.
+Usage: ``python bench/conv_algos.py [--repeats 7] [--block 3] [--only SUBSTRING]``.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ import numpy as np
 
 from sparkdl.config import set_num_threads
 from sparkdl.nn.conv import conv2d_backward, conv2d_forward
-from sparkdl.nn.conv_algorithm import ConvShape, choose_algorithm, eligible_algorithms
+from sparkdl.nn.conv_algorithm import ConvShape, eligible_algorithms, plan
 from sparkdl.nn.conv_im2col import ConvGeometry
 
 
@@ -108,25 +111,29 @@ def time_shape(shape: ConvShape, repeats: int, block: int) -> dict:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=7, help="interleaved rounds per shape (median kept)")
-    ap.add_argument("--block", type=int, default=3, help="steps per algorithm per round")
-    ap.add_argument("--forward", action="store_true", help="time forward passes only (inference)")
+    ap.add_argument("--block", type=int, default=3, help="steps per algorithm and pass per round")
     ap.add_argument("--only", default="", help="only layers whose name contains this substring")
     args = ap.parse_args(argv)
     set_num_threads(1)
     rows = []
-    print(f"{'layer':28s} {'batch':>5s}  times (ms, {'forward' if args.forward else 'forward+backward'}, 1 thread)"
-          f"  -> fastest / rule / rule over fastest")
+    print(f"{'layer':26s} {'batch':>5s} {'rule':>9s}  forward ms | backward ms (1 thread; * fastest)  "
+          f"rule/fastest fwd+bwd")
     for name, shape in zoo_shapes():
         if args.only not in name:
             continue
-        times = time_shape(shape, args.repeats, args.block, args.forward)
-        fastest, rule = min(times, key=times.get), choose_algorithm(shape)
-        ratio = times[rule] / times[fastest]
-        rows.append({"layer": name, "batch": shape.batch, "times_ms": {a: round(t, 3) for a, t in times.items()},
-                     "fastest": fastest, "rule": rule, "rule_over_fastest": round(ratio, 3)})
-        cells = "  ".join(f"{a} {t:8.2f}" for a, t in times.items())
-        print(f"{name:28s} {shape.batch:5d}  {cells}  -> {fastest} / {rule} / {ratio:.2f}", flush=True)
-    print(json.dumps({"rows": rows, "forward_only": args.forward, "repeats": args.repeats, "block": args.block}))
+        rule, _, cut = plan(shape)
+        times = time_shape(cut, args.repeats, args.block)
+        total = {a: times["forward"][a] + times["backward"][a] for a in times["forward"]}
+        fastest = min(total, key=total.get)
+        ratio = total[rule] / total[fastest]
+        rows.append({"layer": name, "batch": shape.batch, "rule": rule, "fastest": fastest,
+                     "rule_over_fastest": round(ratio, 3),
+                     "times_ms": {p: {a: round(t, 3) for a, t in d.items()} for p, d in times.items()}})
+        cells = " | ".join(" ".join(f"{a[:5]}{'*' if a == min(d, key=d.get) else ' '}{t:8.2f}" for a, t in d.items())
+                           for d in times.values())
+        mark = " cut" if cut != shape else ""
+        print(f"{name + mark:26s} {shape.batch:5d} {rule:>9s}  {cells}  {ratio:.2f}", flush=True)
+    print(json.dumps({"rows": rows, "repeats": args.repeats, "block": args.block}))
 
 
 if __name__ == "__main__":
