@@ -18,6 +18,56 @@ from sparkdl.kernels.recurrent import _carry, _sigmoid, _tanh
 __all__ = ["rnn_forward", "rnn_backward", "gru_forward", "gru_backward"]
 
 
+# ---------------------------------------------------------------------------------------------- time loops
+# RNN and GRU share their time loops (inlined into the kernels); ``kind`` selects the row computation.
+_TANH, _RELU, _GRU = 0, 1, 2
+
+
+@njit(inline="always")
+def _steps_forward(xp, whh_t, bih, bhh, lengths, reverse, kind, H, hs, gates, hhn, hprev):
+    """The time loop of :func:`rnn_forward` (``bih`` is the summed bias) and :func:`gru_forward`."""
+    T, N, G = xp.shape
+    h = np.zeros((N, H), xp.dtype)
+    a = np.empty((N, G), xp.dtype)
+    for s in range(T):
+        t = T - 1 - s if reverse else s
+        hprev[t] = h
+        np.dot(h, whh_t, a)
+        for n in range(N):
+            if t >= lengths[n]:
+                hs[t, n] = 0
+            elif kind == _GRU:
+                _gru_cell(xp[t, n], bih, a[n], bhh, gates[t, n], hhn[t, n], h[n], hs[t, n])
+            else:
+                _rnn_cell(xp[t, n], bih, a[n], h[n], hs[t, n], kind == _RELU)
+    return h
+
+
+@njit(inline="always")
+def _steps_backward(whh, lengths, reverse, kind, hs, gates, hhn, hprev, grad_hs, grad_hn, dax, dah):
+    """The time loop of :func:`rnn_backward` (``dax`` is ``dah``, ``da``) and :func:`gru_backward`."""
+    T, N, H = dah.shape[0], dah.shape[1], grad_hn.shape[1]
+    dh = grad_hn.copy()
+    direct = np.zeros((N if kind == _GRU else 0, H), dah.dtype)  # the part of dh not through W_hh (GRU)
+    tmp = np.empty((N, H), dah.dtype)
+    for s in range(T):
+        t = s if reverse else T - 1 - s
+        for n in range(N):
+            if t >= lengths[n]:
+                dax[t, n] = 0
+                dah[t, n] = 0
+            elif kind == _GRU:
+                _gru_cell_backward(gates[t, n], hhn[t, n], hprev[t, n], grad_hs[t, n], dh[n], direct[n], dax[t, n],
+                                   dah[t, n])
+            else:
+                _rnn_cell_backward(hs[t, n], grad_hs[t, n], dh[n], dax[t, n], kind == _RELU)
+        np.dot(dah[t], whh, tmp)
+        if kind == _GRU:
+            tmp += direct
+        _carry(dh, tmp, lengths, t)
+    return dh
+
+
 # ---------------------------------------------------------------------------------------------- RNN
 @njit
 def _rnn_cell(x, b, a, h, hs, relu):
@@ -43,19 +93,9 @@ def rnn_forward(xp, whh_t, bias, lengths, reverse, relu, hs, hprev):
     ``xp`` (T, N, H) is ``x W_ih^T`` without biases, ``bias`` (H,) is ``b_ih + b_hh``; ``whh_t`` is ``W_hh^T``
     (H, H), contiguous.
     """
-    T, N, H = xp.shape
-    h = np.zeros((N, H), xp.dtype)
-    a = np.empty((N, H), xp.dtype)
-    for s in range(T):
-        t = T - 1 - s if reverse else s
-        hprev[t] = h
-        np.dot(h, whh_t, a)
-        for n in range(N):
-            if t >= lengths[n]:
-                hs[t, n] = 0
-                continue
-            _rnn_cell(xp[t, n], bias, a[n], h[n], hs[t, n], relu)
-    return h
+    none = np.empty((0, 0, 0), xp.dtype)  # the GRU-only arguments
+    return _steps_forward(xp, whh_t, bias, bias, lengths, reverse, _RELU if relu else _TANH, xp.shape[2], hs, none,
+                          none, hprev)
 
 
 @njit
@@ -78,19 +118,9 @@ def rnn_backward(hs, whh, lengths, reverse, relu, grad_hs, grad_hn, da):
     """Pre-activation gradients ``da`` (T, N, H; zero at invalid steps) from output gradients ``grad_hs`` and
     ``grad_hn``. ``whh`` is ``W_hh`` (H, H), contiguous. Returns the gradient with respect to the initial state.
     """
-    T, N, H = hs.shape
-    dh = grad_hn.copy()
-    tmp = np.empty((N, H), hs.dtype)
-    for s in range(T):
-        t = s if reverse else T - 1 - s
-        for n in range(N):
-            if t >= lengths[n]:
-                da[t, n] = 0
-                continue
-            _rnn_cell_backward(hs[t, n], grad_hs[t, n], dh[n], da[t, n], relu)
-        np.dot(da[t], whh, tmp)
-        _carry(dh, tmp, lengths, t)
-    return dh
+    none = np.empty((0, 0, 0), hs.dtype)  # the GRU-only arguments
+    return _steps_backward(whh, lengths, reverse, _RELU if relu else _TANH, hs, none, none, none, grad_hs, grad_hn,
+                           da, da)
 
 
 # ---------------------------------------------------------------------------------------------- GRU
@@ -122,20 +152,7 @@ def gru_forward(xp, whh_t, bih, bhh, lengths, reverse, hs, gates, hhn, hprev):
     ``xp`` (T, N, 3H) is ``x W_ih^T`` without biases; ``whh_t`` is ``W_hh^T`` (H, 3H), contiguous; ``bih``,
     ``bhh`` (3H,). ``gates`` and ``hhn`` are left unwritten at invalid steps.
     """
-    T, N, G = xp.shape
-    H = G // 3
-    h = np.zeros((N, H), xp.dtype)
-    a = np.empty((N, G), xp.dtype)
-    for s in range(T):
-        t = T - 1 - s if reverse else s
-        hprev[t] = h
-        np.dot(h, whh_t, a)
-        for n in range(N):
-            if t >= lengths[n]:
-                hs[t, n] = 0
-                continue
-            _gru_cell(xp[t, n], bih, a[n], bhh, gates[t, n], hhn[t, n], h[n], hs[t, n])
-    return h
+    return _steps_forward(xp, whh_t, bih, bhh, lengths, reverse, _GRU, xp.shape[2] // 3, hs, gates, hhn, hprev)
 
 
 @njit
@@ -169,21 +186,5 @@ def gru_backward(gates, hhn, hprev, whh, lengths, reverse, grad_hs, grad_hn, dax
 
     Returns the gradient with respect to the initial state.
     """
-    T, N, G = gates.shape
-    H = G // 3
-    dh = grad_hn.copy()
-    direct = np.zeros((N, H), gates.dtype)
-    tmp = np.empty((N, H), gates.dtype)
-    for s in range(T):
-        t = s if reverse else T - 1 - s
-        for n in range(N):
-            if t >= lengths[n]:
-                dax[t, n] = 0
-                dah[t, n] = 0
-                continue
-            _gru_cell_backward(gates[t, n], hhn[t, n], hprev[t, n], grad_hs[t, n], dh[n], direct[n], dax[t, n],
-                               dah[t, n])
-        np.dot(dah[t], whh, tmp)
-        tmp += direct
-        _carry(dh, tmp, lengths, t)
-    return dh
+    return _steps_backward(whh, lengths, reverse, _GRU, np.empty((0, 0, 0), dax.dtype), gates, hhn, hprev, grad_hs,
+                           grad_hn, dax, dah)
