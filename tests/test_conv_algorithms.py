@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 SHAPES = [
     (dict(in_channels=12, out_channels=12, kernel_size=3, padding=1, groups=12), (3, 9, 7)),  # depthwise s1
     (dict(in_channels=8, out_channels=8, kernel_size=3, stride=2, padding=1, groups=8), (2, 11, 10)),  # s2
+    (dict(in_channels=2, out_channels=2, kernel_size=3, padding=1, groups=2), (2, 44, 45)),  # row-wise backward
     (dict(in_channels=6, out_channels=6, kernel_size=(3, 2), stride=(2, 1), padding=(1, 2), dilation=(1, 2),
           groups=6), (2, 9, 7)),
     (dict(in_channels=3, out_channels=5, kernel_size=3, padding=1), (2, 8, 6)),  # direct

@@ -11,8 +11,8 @@ at the price of ``Wp - Wo`` garbage columns per row that are never written out (
 gradient). Other strides loop over output rows, ``xp[(oh*sh + i*dh)*Wp + j*dw + ow*sw]``.
 
 Sums run over the taps in ``(i, j)`` order, starting from the bias. The weight gradient of a channel
-accumulates, per tap, one partial sum per output position over the samples in order, then sums those
-partials in order: the bits do not depend on the thread count (each channel is one thread's
+accumulates, per tap, one partial sum per output position (or column) over the samples in order, then sums
+those partials in order: the bits do not depend on the thread count (each channel is one thread's
 work). Loop indices are unsigned, as in :mod:`sparkdl.kernels.conv`, so LLVM vectorises the inner loops.
 """
 from __future__ import annotations
@@ -23,6 +23,13 @@ from numba import prange
 from sparkdl.config import njit, njit_parallel
 
 __all__ = ["depthwise_forward", "depthwise_backward"]
+
+#: Stride-1 backward uses the wide layout while its weight-gradient partials (``kh*kw*Ho*Wp`` values per channel)
+#: fit in L1/L2 (64 KB of float32): MobileNetV2's 28x28 and smaller maps. Larger maps go row by row. Measured
+#: (backward, 1 thread, interleaved medians of 7, batch 4, loaded machine): row-wise vs wide everywhere,
+#: 112x112 32 ch 8.9-15.4 ms vs 24.8-28.3, 56x56 144 ch 14.5-21.4 vs 23.9-26.5; 14x14 576 ch 10.2 vs 6.8 and
+#: 7x7 960 ch 8.2 vs 4.8 (wide wins: short rows).
+_WIDE_BACKWARD_MAX = 16384
 
 
 @njit
@@ -80,39 +87,49 @@ def depthwise_forward(x, w, bias, sh, sw, ph, pw, dh, dw, Ho, Wo):
 
 
 @njit
-def _plane_backward(src, g, w2, ph, pw, sh, sw, dh, dw, Wp, P, accw, gxp, input_grad):
-    """One (sample, channel) plane: add the per-position weight-gradient partials into ``accw (kh*kw, L)``
-    and, with ``input_grad``, overwrite ``gxp`` with the padded plane's input gradient."""
+def _plane_backward_wide(xp, g, w2, dh, dw, Wp, accw, gxp, input_grad):
+    """One stride-1 (sample, channel) plane (``xp`` padded): one long loop per tap over the wide layout, the
+    weight-gradient partials per position ``accw (kh*kw, Ho*Wp)``; with ``input_grad``, adds the padded plane's
+    input gradient into ``gxp``."""
     kh, kw = w2.shape
     Ho, Wo = g.shape
-    xp = np.zeros(P, src.dtype)
-    _pad_plane(src, ph, pw, Wp, xp)
-    if input_grad:
-        gxp[:] = 0
-    if sh == 1 and sw == 1:
-        gw = np.zeros(Ho * Wp, src.dtype)  # the output gradient in the wide layout, zero in the extra columns
-        for oh in range(Ho):
-            d = np.uint64(oh * Wp)
-            for ow in range(np.uint64(Wo)):
-                gw[d + ow] = g[oh, ow]
-        for i in range(kh):
-            for j in range(kw):
-                a, wv, off = accw[i * kw + j], w2[i, j], np.uint64(i * dh * Wp + j * dw)
+    gw = np.zeros(Ho * Wp, xp.dtype)  # the output gradient in the wide layout, zero in the extra columns
+    for oh in range(Ho):
+        d = np.uint64(oh * Wp)
+        for ow in range(np.uint64(Wo)):
+            gw[d + ow] = g[oh, ow]
+    for i in range(kh):
+        for j in range(kw):
+            a, wv, off = accw[i * kw + j], w2[i, j], np.uint64(i * dh * Wp + j * dw)
+            for q in range(np.uint64(Ho * Wp)):
+                a[q] += gw[q] * xp[off + q]
+            if input_grad:
                 for q in range(np.uint64(Ho * Wp)):
-                    a[q] += gw[q] * xp[off + q]
-                if input_grad:
-                    for q in range(np.uint64(Ho * Wp)):
-                        gxp[off + q] += wv * gw[q]
-        return
+                    gxp[off + q] += wv * gw[q]
+
+
+@njit
+def _plane_backward_rows(xp, g, w2, sh, sw, dh, dw, Wp, accw, gxp, input_grad):
+    """One (sample, channel) plane (``xp`` padded), output row by output row: the weight-gradient partials per
+    output column ``accw (kh*kw, Wo)`` (they stay in L1 on large maps); with ``input_grad``, adds the padded
+    plane's input gradient into ``gxp``."""
+    kh, kw = w2.shape
+    Ho, Wo = g.shape
     usw = np.uint64(sw)
     for oh in range(Ho):
         grow = g[oh]
-        d = np.uint64(oh * Wo)
         for i in range(kh):
             for j in range(kw):
                 a, wv, s = accw[i * kw + j], w2[i, j], np.uint64((oh * sh + i * dh) * Wp + j * dw)
+                if sw == 1:
+                    for ow in range(np.uint64(Wo)):
+                        a[ow] += grow[ow] * xp[s + ow]
+                    if input_grad:
+                        for ow in range(np.uint64(Wo)):
+                            gxp[s + ow] += wv * grow[ow]
+                    continue
                 for ow in range(np.uint64(Wo)):
-                    a[d + ow] += grow[ow] * xp[s + ow * usw]
+                    a[ow] += grow[ow] * xp[s + ow * usw]
                 if input_grad:
                     for ow in range(np.uint64(Wo)):
                         gxp[s + ow * usw] += wv * grow[ow]
@@ -127,14 +144,21 @@ def depthwise_backward(x, w, gy, sh, sw, ph, pw, dh, dw, input_grad):
     kh, kw = w.shape[2], w.shape[3]
     Wp = W + 2 * pw
     P = (H + 2 * ph) * Wp + (kw - 1) * dw
-    L = Ho * Wp if sh == 1 and sw == 1 else Ho * Wo
     grad_x = np.empty((N, C, H, W) if input_grad else (0, 0, 0, 0), x.dtype)
     grad_w = np.empty(w.shape, x.dtype)
+    wide = sh == 1 and sw == 1 and kh * kw * Ho * Wp <= _WIDE_BACKWARD_MAX
     for c in prange(C):
-        accw = np.zeros((kh * kw, L), x.dtype)
+        accw = np.zeros((kh * kw, Ho * Wp if wide else Wo), x.dtype)
         gxp = np.empty(P, x.dtype)
         for b in range(N):
-            _plane_backward(x[b, c], gy[b, c], w[c, 0], ph, pw, sh, sw, dh, dw, Wp, P, accw, gxp, input_grad)
+            xp = np.zeros(P, x.dtype)
+            _pad_plane(x[b, c], ph, pw, Wp, xp)
+            if input_grad:
+                gxp[:] = 0
+            if wide:
+                _plane_backward_wide(xp, gy[b, c], w[c, 0], dh, dw, Wp, accw, gxp, input_grad)
+            else:
+                _plane_backward_rows(xp, gy[b, c], w[c, 0], sh, sw, dh, dw, Wp, accw, gxp, input_grad)
             if input_grad:
                 dst = grad_x[b, c]
                 for h in range(H):
