@@ -7,6 +7,8 @@ Which algorithm runs is decided per call from the layer and input shape by the r
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from sparkdl.config import get_num_threads
@@ -14,7 +16,7 @@ from sparkdl.kernels.conv_depthwise import depthwise_backward, depthwise_forward
 from sparkdl.kernels.conv_direct import direct_forward
 from sparkdl.nn._checks import check_pair
 from sparkdl.nn._conv_layer import _ConvLayer
-from sparkdl.nn.conv_algorithm import ConvShape, plan
+from sparkdl.nn.conv_algorithm import ConvShape, plan, thresholds
 from sparkdl.nn.conv_im2col import ConvGeometry, im2col_backward, im2col_forward, im2col_plan
 from sparkdl.nn.conv_pointwise import pointwise_backward, pointwise_forward
 from sparkdl.nn.conv_winograd import winograd_backward, winograd_forward
@@ -58,6 +60,18 @@ def conv2d_backward(algorithm: str, x, weight, grad_y, geom: ConvGeometry, grad_
     """Write the weight gradient into ``grad_w`` and return the input gradient (None without ``input_grad``) of
     :func:`conv2d_forward`; ``grad_y`` contiguous (N, C_out, ho, wo)."""
     return _ALGORITHMS[algorithm][1](x, weight, grad_y, geom, grad_w, input_grad)
+
+
+def _call_plan(shape: ConvShape) -> tuple:
+    """``(algorithm, taps, geometry of the cut convolution)`` of a layer shape: :func:`plan`, memoised with the
+    rule's current thresholds as part of the key."""
+    return _call_plan_cached(shape, *thresholds())
+
+
+@functools.lru_cache(maxsize=4096)
+def _call_plan_cached(shape: ConvShape, *_thresholds) -> tuple:
+    algorithm, taps, cut = plan(shape)
+    return algorithm, taps, ConvGeometry(cut.kernel_size, cut.stride, cut.padding, cut.dilation, cut.groups)
 
 
 class Conv2d(_ConvLayer):
@@ -180,12 +194,11 @@ class Conv2d(_ConvLayer):
     def _plan_call(self, x_shape, weight):
         """``(algorithm, weight, geometry, taps)`` of one call: ``weight`` cut to the live taps (a copy, or
         ``weight`` itself when every tap is live) and the geometry of the cut convolution."""
-        algorithm, taps, cut = plan(self.shape_for(x_shape))
+        algorithm, taps, geom = _call_plan(self.shape_for(x_shape))
         (i0, i1), (j0, j1) = taps
-        if cut.kernel_size != self.kernel_size:
+        if geom.kernel_size != self.kernel_size:
             weight = np.ascontiguousarray(weight[:, :, i0:i1 + 1, j0:j1 + 1])
-        return algorithm, weight, ConvGeometry(cut.kernel_size, self.stride, cut.padding, self.dilation,
-                                               self.groups), taps
+        return algorithm, weight, geom, taps
 
     # ------------------------------------------------------------------ compute
     def forward(self, x, *, training=False, rng=None):

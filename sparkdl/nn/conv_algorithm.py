@@ -36,10 +36,11 @@ algorithm changes along a shape series. Figures beside each constant.
 """
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 __all__ = ["ALGORITHMS", "ConvShape", "choose_algorithm", "eligible_algorithms", "live_taps", "plan",
-           "winograd_tile_use"]
+           "thresholds", "winograd_tile_use"]
 
 #: Every algorithm, in the order the rule tries them.
 ALGORITHMS = ("depthwise", "direct", "pointwise", "winograd", "im2col")
@@ -149,7 +150,18 @@ def eligible_algorithms(s: ConvShape) -> tuple:
 
 def plan(s: ConvShape) -> tuple:
     """``(algorithm, taps, shape)`` of layer shape ``s``: :func:`live_taps` and then :func:`choose_algorithm` on
-    the cut shape."""
+    the cut shape. Memoised per shape and thresholds (a layer asks on every call)."""
+    return _plan(s, *thresholds())
+
+
+def thresholds() -> tuple:
+    """The rule's thresholds as they are now (a memo key: tests and benchmarks may change them)."""
+    return DIRECT_MAX_OUT_CHANNELS, WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_TILE_USE
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan(s: ConvShape, *thresholds) -> tuple:
+    """:func:`plan`; ``thresholds`` (the module's current values) are part of the key only."""
     taps, cut = live_taps(s)
     return choose_algorithm(cut), taps, cut
 
