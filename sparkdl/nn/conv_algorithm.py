@@ -56,12 +56,13 @@ DIRECT_MAX_OUT_CHANNELS = 8
 WINOGRAD_MIN_CHANNELS = 8
 
 #: Winograd needs at least this fraction of its tile columns to be real outputs. Measured with
-#: ``bench/conv_algos.py`` (float32, 1 thread, interleaved rounds, medians of 7 on a shared, loaded machine;
-#: forward / backward ms, Winograd vs im2col): 8x8 maps (use 0.80): 64 ch batch 128 9.9 vs 13.9 / 23.7 vs 29.8,
-#: 512 ch batch 32 126 vs 199 / 409 vs 403; 14x14 (0.88) 256 ch batch 4 22.5 vs 26.9 / 67.9 vs 52.5 (the one
-#: backward that im2col won); 16x16 and larger: Winograd 1.3-1.8x faster both ways. 7x7 (0.61) 512 ch batch 4
-#: 47.9 vs 20.7 / 130 vs 70; 4x4 (0.67) 128 ch batch 64 10.7 vs 7.4 / 15.3 vs 13.5, 512 ch batch 32
-#: 51.6 vs 44.8 / 116 vs 108; 2x2 and 1x1 maps: im2col 2.5-10x faster.
+#: ``bench/conv_algos.py``'s timing (float32, 1 thread, the algorithms interleaved, medians of 7, on a shared
+#: machine under load 7-28; forward / backward ms, Winograd vs im2col): 8x8 maps (use 0.80): 64 ch batch 128
+#: 9.9 vs 13.9 / 23.7 vs 29.8, 64 ch batch 64 7.8 vs 10.1 / 20.9 vs 19.7, 512 ch batch 32 126 vs 199 / 409 vs
+#: 403; 14x14 (0.88) 256 ch batch 4 22.5 vs 26.9 / 67.9 vs 52.5 (backward lost); 16x16 to 56x56: Winograd
+#: 1.25-1.7x faster both ways (small CNN, VGG-11, ResNet-18 at 224). 7x7 (0.61) 512 ch batch 4 47.9 vs 20.7 /
+#: 130 vs 70; 4x4 (0.67) 128 ch batch 64 10.7 vs 7.4 / 15.3 vs 13.5, 512 ch batch 32 51.6 vs 44.8 / 116 vs 108;
+#: 2x2 (0.33) 256 ch batch 64: im2col 2.6x faster forward + backward.
 WINOGRAD_MIN_TILE_USE = 0.75
 
 

@@ -15,9 +15,12 @@ from sparkdl.nn.conv_im2col import chunk_samples, chunks
 
 __all__ = ["pointwise_forward", "pointwise_backward"]
 
-#: Planes of at least this many positions are multiplied one sample at a time, in place (measured with the
-#: interleaved timings of ``bench/conv_algos.py``: at 14x14 = 196 positions and above the gathered layout's
-#: transposes cost more than the narrower GEMMs lose; at 7x7 and below gathering wins).
+#: Planes of at least this many positions are multiplied one sample at a time, in place. Measured (forward +
+#: backward, float32, 1 thread, the two layouts interleaved, medians of 7, loaded shared machine; per-sample vs
+#: gathered ms): 14x14 1024 -> 256 batch 4 39.7 vs 42.8, 384 -> 64 2.9 vs 5.1; 56x56 144 -> 24 11.4 vs 13.7;
+#: 7x7 960 -> 320 batch 4 20.4 vs 14.5 (gathering wins); two cases disagree with this threshold: 28x28
+#: 192 -> 32 batch 16 26.5 vs 23.9, and ResNet-18's 128 -> 256 stride-2 shortcut at 4x4 output, batch 64,
+#: 5.5 vs 10.0 (per-sample GEMMs on tiny planes, the weights staying in cache) -- to re-measure idle.
 _PLANE_GEMM_MIN_POSITIONS = 196
 
 
