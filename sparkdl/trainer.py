@@ -73,7 +73,7 @@ def predict(model: Module, x: np.ndarray, batch_size: int = 256) -> np.ndarray:
     """Model outputs for every sample of ``x`` (evaluation mode), computed ``batch_size`` rows at a time."""
     _check_xy("predict", x)
     batch_size = _check_batch_size("predict", batch_size)
-    outs = [model.forward(x[lo:hi], training=False)[0] for lo, hi in _batches(len(x), batch_size)]
+    outs = [model.infer(x[lo:hi]) for lo, hi in _batches(len(x), batch_size)]
     if not outs:
         raise ValueError("predict: x has no samples")
     return np.concatenate(outs, axis=0)
@@ -90,7 +90,7 @@ def evaluate(model: Module, x: np.ndarray, y: np.ndarray, metrics, batch_size: i
                             f"{type(m).__name__}")
     states = [m.zero() for m in metrics]
     for lo, hi in _batches(len(x), batch_size):
-        out = model.forward(x[lo:hi], training=False)[0]
+        out = model.infer(x[lo:hi])
         states = [m.update(s, out, y[lo:hi]) for m, s in zip(metrics, states)]
     return {m.name: m.result(s) for m, s in zip(metrics, states)}
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from sparkdl import nn
-from sparkdl.nn import conv as conv_module
+from sparkdl.nn import conv_algorithm, conv_im2col
+from sparkdl.nn.conv import conv2d_backward, conv2d_forward
 
 torch = pytest.importorskip("torch")
 
@@ -103,15 +104,15 @@ def test_conv_multi_chunk_matches_pytorch(monkeypatch, samples_per_chunk, args):
     ho, wo = m.output_size(9, 8)
     _, _, wq, _, k, _ = m._plan(x.shape, ho, wo)
     per_sample = (k + m.out_channels) * ho * wq * 4  # bytes of im2col columns + GEMM output per sample
-    monkeypatch.setattr(conv_module, "_CHUNK_BYTES", per_sample * samples_per_chunk)
+    monkeypatch.setattr(conv_im2col, "_CHUNK_BYTES", per_sample * samples_per_chunk)
     assert m._plan(x.shape, ho, wo)[-1] == samples_per_chunk
     _torch_conv_check(m, x)
 
 
 def test_conv_larger_layer_matches_pytorch():
     m = nn.Conv2d(16, 24, 3, padding=1).initialize(5)
-    assert m.uses_winograd()
     x = np.random.default_rng(2).standard_normal((6, 16, 12, 10)).astype(np.float32)
+    assert m.algorithm(x.shape) == "winograd"
     _torch_conv_check(m, x, atol=1e-4)
 
 
@@ -127,10 +128,12 @@ def test_empty_batch(make):
 
 
 def test_winograd_dispatch():
-    assert nn.Conv2d(8, 4, 3).uses_winograd() and nn.Conv2d(8, 4, 3, padding=5, bias=False).uses_winograd()
+    shape = (2, 8, 16, 16)
+    assert nn.Conv2d(8, 4, 3).algorithm(shape) == "winograd"
+    assert nn.Conv2d(8, 4, 3, padding=5, bias=False).algorithm(shape) == "winograd"
     for m in (nn.Conv2d(7, 4, 3), nn.Conv2d(8, 4, 3, stride=2), nn.Conv2d(8, 4, 3, dilation=2),
               nn.Conv2d(8, 4, 3, groups=2), nn.Conv2d(8, 4, (3, 5)), nn.Conv2d(8, 4, 5)):
-        assert not m.uses_winograd(), m
+        assert m.algorithm((2, m.in_channels, 16, 16)) != "winograd", m
 
 
 @pytest.mark.parametrize("padding", [0, 1, 2, 4])
@@ -140,15 +143,14 @@ def test_winograd_equals_im2col_float64(monkeypatch, padding, hw):
     rng = np.random.default_rng(4)
     m = nn.Conv2d(9, 5, 3, padding=padding).initialize(1).astype(np.float64)
     x = rng.standard_normal((3, 9) + hw)
-    monkeypatch.setattr(conv_module, "_CHUNK_BYTES", 1)  # one sample per chunk
+    monkeypatch.setattr(conv_im2col, "_CHUNK_BYTES", 1)  # one sample per chunk
+    ho, wo = m.output_size(*hw)
+    gy = rng.standard_normal((3, 5, ho, wo))
     results = []
-    for threshold in (1, 10 ** 6):  # Winograd, then im2col
-        monkeypatch.setattr(conv_module, "_WINOGRAD_MIN_CHANNELS", threshold)
-        assert m.uses_winograd() == (threshold == 1)
-        y, cache = m.forward(x)
-        gy = rng.standard_normal(y.shape) if not results else results[0][3]
-        gp = m.zeros_like_parameters()
-        results.append((y, m.backward(cache, gy, gp), gp, gy))
+    for algorithm in ("winograd", "im2col"):
+        y = conv2d_forward(algorithm, x, m.weight, m.bias, m.geometry(), ho, wo)
+        gw = np.zeros_like(m.weight)
+        results.append((y, conv2d_backward(algorithm, x, m.weight, gy, m.geometry(), gw), gw))
     for a, b in zip(results[0][:3], results[1][:3]):
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-11)
 
@@ -245,13 +247,13 @@ def test_adaptive_global_equals_mean_and_pool_configs():
 ])
 def test_direct_forward_equals_im2col_and_pytorch(monkeypatch, args, hw):
     m = nn.Conv2d(**args)
-    assert m.uses_direct()
-    m.initialize(3)
     x = np.random.default_rng(4).standard_normal((3, args["in_channels"]) + hw)
+    assert m.algorithm(x.shape) == "direct"
+    m.initialize(3)
     m.astype(np.float64)
     y = m(x)
-    monkeypatch.setattr(conv_module, "_DIRECT_MAX_OUT_CHANNELS", 0)
-    assert not m.uses_direct()
+    monkeypatch.setattr(conv_algorithm, "DIRECT_MAX_OUT_CHANNELS", 0)
+    assert m.algorithm(x.shape) != "direct"
     np.testing.assert_allclose(y, m(x), rtol=1e-12, atol=1e-12)  # the same sums in another order
     tm = torch.nn.Conv2d(**args).double()
     tm.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in m.state_dict().items()})
@@ -259,7 +261,10 @@ def test_direct_forward_equals_im2col_and_pytorch(monkeypatch, args, hw):
 
 
 def test_direct_forward_is_used_where_it_measured_faster():
-    assert nn.Conv2d(1, 6, 5).uses_direct() and not nn.Conv2d(6, 16, 5).uses_direct()  # LeNet-5's two layers
-    assert not nn.Conv2d(3, 32, 3).uses_direct()  # more output channels: im2col's GEMM is faster
-    assert not nn.Conv2d(16, 16, 3).uses_direct() and nn.Conv2d(16, 16, 3).uses_winograd()
-    assert not nn.Conv2d(1, 6, 5, stride=2).uses_direct() and not nn.Conv2d(4, 4, 3, groups=2).uses_direct()
+    def algorithm(m, hw=28):
+        return m.algorithm((64, m.in_channels, hw, hw))
+    assert algorithm(nn.Conv2d(1, 6, 5, padding=2)) == "direct"  # LeNet-5's two layers
+    assert algorithm(nn.Conv2d(6, 16, 5), 14) == "im2col"
+    assert algorithm(nn.Conv2d(3, 32, 3)) == "im2col"  # more output channels: im2col's GEMM is faster
+    assert algorithm(nn.Conv2d(16, 16, 3)) == "winograd"
+    assert algorithm(nn.Conv2d(1, 6, 5, stride=2)) == "im2col" and algorithm(nn.Conv2d(4, 4, 3, groups=2)) == "im2col"

@@ -1,8 +1,8 @@
-"""Recurrence kernels of RNN (tanh/relu), LSTM and GRU for one layer and one direction, forward and backward
-side by side.
+"""Recurrence kernels of the LSTM for one layer and one direction, forward and backward side by side, and the
+activations and state carry that the RNN and GRU kernels (:mod:`sparkdl.kernels.recurrent_gru`) share.
 
-The input projection of every time step, ``xp = x @ W_ih^T + b`` of shape ``(T, N, G*H)``, is one BLAS GEMM
-done by the caller (:mod:`sparkdl.nn.recurrent`; the LSTM kernel adds ``b`` in its gate loop, saving a pass
+The input projection of every time step, ``xp = x @ W_ih^T`` of shape ``(T, N, G*H)``, is one BLAS GEMM
+done by the caller (:mod:`sparkdl.nn.recurrent`; the kernels add the biases in their gate loops, saving a pass
 over ``xp``), and so are the weight gradients after the backward pass
 (``dW_ih = dA^T x``, ``dW_hh = dA^T h_prev``, ``db = sum dA``, ``dx = dA W_ih``). What remains here is the
 sequential part: per step one ``(N, H) @ (H, G*H)`` product (``np.dot``, BLAS) and the gate nonlinearities
@@ -30,7 +30,7 @@ from sparkdl.config import NJIT_OPTIONS, njit
 #: Options of the activation overloads (compiled into the kernels that call them, which are cached).
 _OVERLOAD_OPTIONS = {k: v for k, v in NJIT_OPTIONS.items() if k != "cache"}
 
-__all__ = ["rnn_forward", "rnn_backward", "lstm_forward", "lstm_backward", "gru_forward", "gru_backward"]
+__all__ = ["lstm_forward", "lstm_backward"]
 
 
 # ---------------------------------------------------------------------------------------------- activations
@@ -117,141 +117,6 @@ def _carry(dh, tmp, lengths, t):
         if t < lengths[n]:
             for j in range(H):
                 dh[n, j] = tmp[n, j]
-
-
-# ---------------------------------------------------------------------------------------------- RNN and GRU
-# RNN and GRU share their time loops (:func:`_steps_forward`, :func:`_steps_backward`, inlined into the
-# kernels); ``kind`` selects the row computation. Rows take the full arrays and (t, n), so the element loops
-# index exactly as a loop written in the kernel would.
-_TANH, _RELU, _GRU = 0, 1, 2
-
-
-@njit(inline="always")
-def _rnn_row(xp, a, h, hs, t, n, relu):
-    for j in range(h.shape[1]):
-        v = xp[t, n, j] + a[n, j]
-        if relu:
-            v = v if v > 0 else 0.0
-        else:
-            v = _tanh(v)
-        h[n, j] = v
-        hs[t, n, j] = v
-
-
-@njit(inline="always")
-def _gru_row(xp, a, bhh, h, hs, gates, hhn, t, n):
-    H = h.shape[1]
-    x = xp[t, n]
-    gt = gates[t, n]
-    for j in range(H):
-        r = _sigmoid(x[j] + a[n, j] + bhh[j])
-        z = _sigmoid(x[H + j] + a[n, H + j] + bhh[H + j])
-        hn_ = a[n, 2 * H + j] + bhh[2 * H + j]
-        nn_ = _tanh(x[2 * H + j] + r * hn_)
-        v = (1.0 - z) * nn_ + z * h[n, j]
-        h[n, j] = v
-        hs[t, n, j] = v
-        gt[j] = r
-        gt[H + j] = z
-        gt[2 * H + j] = nn_
-        hhn[t, n, j] = hn_
-
-
-@njit(inline="always")
-def _steps_forward(xp, whh_t, bhh, lengths, reverse, kind, H, hs, gates, hhn, hprev):
-    """The time loop of :func:`rnn_forward` and :func:`gru_forward` (``gates``, ``hhn``, ``bhh``: GRU only)."""
-    T, N, G = xp.shape
-    h = np.zeros((N, H), xp.dtype)
-    a = np.empty((N, G), xp.dtype)
-    for s in range(T):
-        t = T - 1 - s if reverse else s
-        hprev[t] = h
-        np.dot(h, whh_t, a)
-        for n in range(N):
-            if t >= lengths[n]:
-                continue
-            if kind == _GRU:
-                _gru_row(xp, a, bhh, h, hs, gates, hhn, t, n)
-            else:
-                _rnn_row(xp, a, h, hs, t, n, kind == _RELU)
-    return h
-
-
-@njit(inline="always")
-def _rnn_row_backward(hs, grad_hs, dh, da, t, n, relu):
-    for j in range(dh.shape[1]):
-        g = dh[n, j] + grad_hs[t, n, j]
-        h = hs[t, n, j]
-        if relu:
-            da[t, n, j] = g if h > 0 else 0.0
-        else:
-            da[t, n, j] = g * (1.0 - h * h)
-
-
-@njit(inline="always")
-def _gru_row_backward(gates, hhn, hprev, grad_hs, dh, direct, dax, dah, t, n):
-    H = dh.shape[1]
-    gt = gates[t, n]
-    dx = dax[t, n]
-    dhh = dah[t, n]
-    for j in range(H):
-        r, z, nn_ = gt[j], gt[H + j], gt[2 * H + j]
-        gh = dh[n, j] + grad_hs[t, n, j]
-        dan = gh * (1.0 - z) * (1.0 - nn_ * nn_)
-        dar = dan * hhn[t, n, j] * r * (1.0 - r)
-        daz = gh * (hprev[t, n, j] - nn_) * z * (1.0 - z)
-        dx[j] = dar
-        dx[H + j] = daz
-        dx[2 * H + j] = dan
-        dhh[j] = dar
-        dhh[H + j] = daz
-        dhh[2 * H + j] = dan * r
-        direct[n, j] = gh * z
-
-
-@njit(inline="always")
-def _steps_backward(whh, lengths, reverse, kind, hs, gates, hhn, hprev, grad_hs, grad_hn, dax, dah):
-    """The time loop of :func:`rnn_backward` and :func:`gru_backward` (RNN: ``dax`` is ``dah``, ``da``)."""
-    T, N, H = dah.shape[0], dah.shape[1], grad_hn.shape[1]
-    dh = grad_hn.copy()
-    direct = np.zeros((N if kind == _GRU else 0, H), dah.dtype)  # the part of dh not through W_hh (GRU)
-    tmp = np.empty((N, H), dah.dtype)
-    for s in range(T):
-        t = s if reverse else T - 1 - s
-        for n in range(N):
-            if t >= lengths[n]:
-                continue
-            if kind == _GRU:
-                _gru_row_backward(gates, hhn, hprev, grad_hs, dh, direct, dax, dah, t, n)
-            else:
-                _rnn_row_backward(hs, grad_hs, dh, dax, t, n, kind == _RELU)
-        np.dot(dah[t], whh, tmp)
-        if kind == _GRU:
-            tmp += direct
-        _carry(dh, tmp, lengths, t)
-    return dh
-
-
-@njit
-def rnn_forward(xp, whh_t, lengths, reverse, relu, hs, hprev):
-    """``h_t = act(xp[t] + h_{t-1} @ W_hh^T)``; fills ``hs`` (zero at invalid steps) and ``hprev``; returns h_n.
-
-    ``xp`` (T, N, H) includes both biases; ``whh_t`` is ``W_hh^T`` (H, H), contiguous.
-    """
-    none = np.empty((0, 0, 0), xp.dtype)  # the GRU-only arguments
-    return _steps_forward(xp, whh_t, np.empty(0, xp.dtype), lengths, reverse, _RELU if relu else _TANH, xp.shape[2],
-                          hs, none, none, hprev)
-
-
-@njit
-def rnn_backward(hs, whh, lengths, reverse, relu, grad_hs, grad_hn, da):
-    """Pre-activation gradients ``da`` (T, N, H) from output gradients ``grad_hs`` and ``grad_hn``.
-
-    ``whh`` is ``W_hh`` (H, H), contiguous. Returns the gradient with respect to the initial state.
-    """
-    none = np.empty((0, 0, 0), hs.dtype)  # the GRU-only arguments
-    return _steps_backward(whh, lengths, reverse, _RELU if relu else _TANH, hs, none, none, none, grad_hs, grad_hn,
-                           da, da)
 
 
 # ---------------------------------------------------------------------------------------------- LSTM
@@ -356,26 +221,3 @@ def lstm_backward(gates, tcs, cprev, whh, lengths, reverse, grad_hs, grad_hn, gr
         np.dot(da[t], whh, tmp)
         _carry(dh, tmp, lengths, t)
     return dh, dc
-
-
-# ---------------------------------------------------------------------------------------------- GRU
-@njit
-def gru_forward(xp, whh_t, bhh, lengths, reverse, hs, gates, hhn, hprev):
-    """GRU steps: ``r, z = sigmoid(xp + h W_hh^T + b_hh)``, ``n = tanh(xp_n + r * (h W_hn^T + b_hn))``,
-    ``h' = (1 - z) n + z h``. Fills ``hs``, ``gates`` (r, z, n), ``hhn`` (``h W_hn^T + b_hn``) and ``hprev``;
-    returns h_n.
-
-    ``xp`` (T, N, 3H) includes ``b_ih`` only; ``whh_t`` is ``W_hh^T`` (H, 3H), contiguous; ``bhh`` (3H,).
-    """
-    return _steps_forward(xp, whh_t, bhh, lengths, reverse, _GRU, xp.shape[2] // 3, hs, gates, hhn, hprev)
-
-
-@njit
-def gru_backward(gates, hhn, hprev, whh, lengths, reverse, grad_hs, grad_hn, dax, dah):
-    """Pre-activation gradients of the input side ``dax`` and the hidden side ``dah`` (both (T, N, 3H); they
-    differ in the n block: ``dah_n = dax_n * r``). ``whh`` is ``W_hh`` (3H, H), contiguous.
-
-    Returns the gradient with respect to the initial state.
-    """
-    return _steps_backward(whh, lengths, reverse, _GRU, np.empty((0, 0, 0), dax.dtype), gates, hhn, hprev, grad_hs,
-                           grad_hn, dax, dah)

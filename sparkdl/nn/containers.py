@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sparkdl.nn.fusion import fusable_run, run_fused
 from sparkdl.nn.module import Module
 
 __all__ = ["Sequential", "Residual", "Concat"]
@@ -43,6 +44,21 @@ class Sequential(Module):
             x, c = m.forward(x, training=training, rng=rng)
             caches.append(c)
         return x, caches
+
+    def infer(self, x):
+        """Children in order; each Conv2d -> BatchNorm2d (-> ReLU/ReLU6) run as one folded convolution
+        (:mod:`sparkdl.nn.fusion`)."""
+        mods = list(self._modules.values())
+        i = 0
+        while i < len(mods):
+            k = fusable_run(mods, i)
+            if k:
+                x = run_fused(mods[i:i + k], x)
+                i += k
+            else:
+                x = mods[i].infer(x)
+                i += 1
+        return x
 
     def backward(self, cache, grad_y, grad_params):
         g = grad_y
@@ -102,6 +118,14 @@ class Residual(Module):
                              "pass a shortcut projection that matches the body")
         return y + s, (cb, cs)
 
+    def infer(self, x):
+        y = self.body.infer(x)
+        s = self.shortcut.infer(x) if "shortcut" in self._modules else x
+        if y.shape != s.shape:
+            raise ValueError(f"Residual: body output shape {y.shape} != shortcut output shape {s.shape}; "
+                             "pass a shortcut projection that matches the body")
+        return y + s
+
     def backward(self, cache, grad_y, grad_params):
         cb, cs = cache
         gx = self.body.backward(cb, grad_y, self.child_grad(grad_params, "body"))
@@ -143,6 +167,14 @@ class Concat(Module):
                              f"along dim {self.dim}") from e
         sizes = [o.shape[self.dim] for o in outs]
         return y, (caches, sizes)
+
+    def infer(self, x):
+        outs = [m.infer(x) for m in self._modules.values()]
+        try:
+            return np.concatenate(outs, axis=self.dim)
+        except ValueError as e:
+            raise ValueError(f"Concat: branch output shapes {[o.shape for o in outs]} cannot be joined "
+                             f"along dim {self.dim}") from e
 
     def backward(self, cache, grad_y, grad_params):
         caches, sizes = cache

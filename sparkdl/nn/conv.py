@@ -1,168 +1,77 @@
-"""2-D convolution layer: im2col + BLAS GEMM, and Winograd F(2x2, 3x3) for 3x3 / stride-1 layers.
+"""2-D convolution layer, :class:`Conv2d`, and the table of its five algorithms (forward and backward).
 
-The numba kernels (data movement and Winograd transforms) are in :mod:`sparkdl.kernels.conv`; this module
-holds the validating layer and the chunked drivers that call BLAS (numpy ``matmul``) between kernels.
+Which algorithm runs is decided per call from the layer and input shape by the rule in
+:mod:`sparkdl.nn.conv_algorithm`; the drivers live in :mod:`sparkdl.nn.conv_im2col`,
+:mod:`sparkdl.nn.conv_winograd`, :mod:`sparkdl.nn.conv_pointwise` and the numba kernels
+:mod:`sparkdl.kernels.conv_direct` and :mod:`sparkdl.kernels.conv_depthwise`.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+import functools
 
 import numpy as np
 
-from sparkdl.kernels import conv as K
+from sparkdl.config import get_num_threads
+from sparkdl.kernels.conv_depthwise import depthwise_backward, depthwise_forward
 from sparkdl.kernels.conv_direct import direct_forward
 from sparkdl.nn._checks import check_pair
 from sparkdl.nn._conv_layer import _ConvLayer
+from sparkdl.nn.conv_algorithm import ConvShape, plan, thresholds
+from sparkdl.nn.conv_im2col import ConvGeometry, im2col_backward, im2col_forward, im2col_plan
+from sparkdl.nn.conv_pointwise import pointwise_backward, pointwise_forward
+from sparkdl.nn.conv_winograd import winograd_backward, winograd_forward
 
-__all__ = ["Conv2d", "ConvGeometry", "im2col_plan", "im2col_forward", "im2col_backward", "im2col_input_grad"]
-
-#: Bytes of work buffers (im2col columns + GEMM output, or Winograd-transformed input + output) per chunk:
-#: a chunk stays in a core's L2 cache (2 MB here) between the kernels and the GEMMs (which run on one BLAS
-#: thread). 512 KB measured best for LeNet-5 and the small CNN (1 MB was 10-40% slower on the im2col layers).
-#: The same for every thread count: the weight gradient sums chunk by chunk, so a chunk size that followed the
-#: thread count would make the bits depend on it.
-_CHUNK_BYTES = 1 << 19
-
-#: Use the wide (stride-1) column layout while it wastes at most this fraction of GEMM columns.
-_MAX_WIDE_WASTE = 0.5
-
-#: The direct forward kernel is used up to this many output channels. Measured against im2col (1 thread, the
-#: two interleaved, medians of 11; im2col time / direct time): 1 -> 6 channels 5x5 (LeNet-5's first layer) 1.64,
-#: 1 -> 8 3x3 1.27, 3 -> 8 3x3 1.22; at 16 output channels im2col's GEMM, which reuses each column once per
-#: output channel, wins or ties (1 -> 16 0.96, 3 -> 16 0.95, 6 -> 16 5x5 0.72, 16 -> 16 5x5 0.79).
-_DIRECT_MAX_OUT_CHANNELS = 8
-
-#: Winograd needs at least this many input channels to beat im2col (measured; see :meth:`Conv2d.uses_winograd`).
-_WINOGRAD_MIN_CHANNELS = 8
-
-#: Winograd F(2x2, 3x3) filter transform G (Lavin & Gray, 2016): U = G g G^T, 4x4 from 3x3.
-_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+__all__ = ["Conv2d", "conv2d_forward", "conv2d_backward"]
 
 
-def _chunk(n: int, bytes_per_sample: int) -> int:
-    """Samples per chunk so that one chunk's work buffers stay in the cores' L2 caches."""
-    return int(max(1, min(n, _CHUNK_BYTES // max(1, bytes_per_sample))))
+def _depthwise_forward(x, weight, bias, geom, ho, wo):
+    return depthwise_forward(x, weight, bias, *geom.stride, *geom.padding, *geom.dilation, ho, wo)
 
 
-class ConvGeometry(NamedTuple):
-    """A 2-D convolution's window geometry: (height, width) pairs and the group count."""
-
-    kernel_size: tuple
-    stride: tuple
-    padding: tuple
-    dilation: tuple
-    groups: int
+def _depthwise_backward(x, weight, grad_y, geom, grad_w, input_grad):
+    grad_x, gw = depthwise_backward(x, weight, grad_y, *geom.stride, *geom.padding, *geom.dilation, input_grad)
+    grad_w[...] = gw
+    return grad_x if input_grad else None
 
 
-def im2col_plan(geom: ConvGeometry, x_shape, ho: int, wo: int, c_out: int, itemsize: int):
-    """Chunk geometry ``(hp, wp, wq, plane, k, nb)`` of a convolution of input ``x_shape`` (N, C, H, W) with
-    output size ``(ho, wo)`` and ``c_out`` output channels (see :mod:`sparkdl.kernels.conv`)."""
-    n, c, h, w = x_shape
-    (kh, kw), (sh, sw), (ph, pw), dw = geom.kernel_size, geom.stride, geom.padding, geom.dilation[1]
-    hp, wp = h + 2 * ph, w + 2 * pw
-    wide = sh == 1 and sw == 1 and wp <= (1 + _MAX_WIDE_WASTE) * wo
-    wq = wp if wide else wo
-    plane = hp * wp + ((kw - 1) * dw if wide else 0)
-    k = c * kh * kw
-    return hp, wp, wq, plane, k, _chunk(n, (k + c_out) * ho * wq * itemsize)
+#: ``algorithm -> (forward, backward)``: ``forward(x, weight, bias, geom, ho, wo) -> y`` and
+#: ``backward(x, weight, grad_y, geom, grad_w, input_grad) -> grad_x or None`` (writes ``grad_w``). The direct
+#: kernel has no backward of its own: its layers differentiate with im2col.
+_ALGORITHMS = {
+    "depthwise": (_depthwise_forward, _depthwise_backward),
+    "direct": (lambda x, w, b, g, ho, wo: direct_forward(x, w, b, *g.padding, *g.dilation, ho, wo),
+               im2col_backward),
+    "pointwise": (lambda x, w, b, g, ho, wo: pointwise_forward(x, w, b, g.stride),
+                  lambda x, w, gy, g, gw, ig: pointwise_backward(x, w, gy, g.stride, gw, ig)),
+    "winograd": (lambda x, w, b, g, ho, wo: winograd_forward(x, w, b, g.padding, ho, wo),
+                 lambda x, w, gy, g, gw, ig: winograd_backward(x, w, gy, g.padding, gw, ig)),
+    "im2col": (im2col_forward, im2col_backward),
+}
 
 
-def _chunks(n: int, nb: int, columns_per_sample: int):
-    """``(n0, b, lc)`` of every chunk of at most ``nb`` of ``n`` samples: first sample, samples, GEMM columns."""
-    for n0 in range(0, n, nb):
-        b = min(nb, n - n0)
-        yield n0, b, b * columns_per_sample
+def conv2d_forward(algorithm: str, x, weight, bias, geom: ConvGeometry, ho: int, wo: int) -> np.ndarray:
+    """``y = conv(x, weight) + bias`` (N, C_out, ho, wo) with the named algorithm (which must be eligible for the
+    geometry: :func:`sparkdl.nn.conv_algorithm.eligible_algorithms`). ``x`` (N, C, H, W) contiguous, ``weight``
+    (C_out, C/groups, kH, kW), ``bias`` (C_out,) or empty; all of one float dtype."""
+    return _ALGORITHMS[algorithm][0](x, weight, bias, geom, ho, wo)
 
 
-def _columns(x, n0: int, b: int, geom: ConvGeometry, plan: tuple, ho: int, xp, cols) -> np.ndarray:
-    """The im2col columns ``(k, b*ho*wq)`` of samples ``x[n0:n0+b]`` (a view of ``cols``): the samples are
-    padded into ``xp``, then gathered (``plan`` from :func:`im2col_plan`)."""
-    hp, wp, wq, plane, k, nb = plan
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geom.kernel_size, geom.stride, geom.padding, geom.dilation
-    lc = b * ho * wq
-    xpc, colc = xp[:b], cols[:k * lc].reshape(k, lc)
-    K.pad_planes(x, n0, ph, pw, xpc)
-    K.im2col(xpc, wp, kh, kw, sh, sw, dh, dw, ho, wq, colc)
-    return colc
+def conv2d_backward(algorithm: str, x, weight, grad_y, geom: ConvGeometry, grad_w, input_grad: bool = True):
+    """Write the weight gradient into ``grad_w`` and return the input gradient (None without ``input_grad``) of
+    :func:`conv2d_forward`; ``grad_y`` contiguous (N, C_out, ho, wo)."""
+    return _ALGORITHMS[algorithm][1](x, weight, grad_y, geom, grad_w, input_grad)
 
 
-def _add_columns(gcols, n0: int, geom: ConvGeometry, plan: tuple, ho: int, grad_x) -> None:
-    """Adjoint of :func:`_columns`: ``grad_x[n0:n0+b]`` (overwritten) from the column gradients ``gcols``."""
-    hp, wp, wq, plane, k, nb = plan
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geom.kernel_size, geom.stride, geom.padding, geom.dilation
-    K.col2im(gcols, n0, hp, wp, ph, pw, kh, kw, sh, sw, dh, dw, ho, wq, grad_x)
+def _call_plan(shape: ConvShape) -> tuple:
+    """``(algorithm, taps, geometry of the cut convolution)`` of a layer shape: :func:`plan`, memoised with the
+    rule's current thresholds as part of the key."""
+    return _call_plan_cached(shape, *thresholds())
 
 
-def im2col_forward(x, weight, bias, geom: ConvGeometry, ho: int, wo: int) -> np.ndarray:
-    """``y = conv(x, weight) + bias`` (N, C_out, ho, wo) by im2col + one GEMM per group and chunk.
-
-    ``x`` (N, C, H, W) contiguous, ``weight`` (C_out, C/groups, kH, kW), ``bias`` (C_out,) or empty.
-    """
-    n, c = x.shape[:2]
-    co, g = weight.shape[0], geom.groups
-    plan = im2col_plan(geom, x.shape, ho, wo, co, x.itemsize)
-    hp, wp, wq, plane, k, nb = plan
-    wg = weight.reshape(g, co // g, k // g)
-    y = np.empty((n, co, ho, wo), x.dtype)
-    xp = np.empty((nb, c, plane), x.dtype)
-    cols = np.empty(k * nb * ho * wq, x.dtype)
-    yw = np.empty(co * nb * ho * wq, x.dtype)
-    for n0, b, lc in _chunks(n, nb, ho * wq):
-        colc, ywc = _columns(x, n0, b, geom, plan, ho, xp, cols), yw[:co * lc].reshape(co, lc)
-        if g == 1:
-            np.matmul(wg[0], colc, out=ywc)
-        else:
-            np.matmul(wg, colc.reshape(g, k // g, lc), out=ywc.reshape(g, co // g, lc))
-        K.crop_bias(ywc, bias, n0, ho, wo, wq, y)
-    return y
-
-
-def im2col_backward(x, weight, grad_y, geom: ConvGeometry, grad_w, input_grad: bool = True):
-    """Write ``grad_w`` (the weight gradient, ``weight``'s shape) and return ``grad_x`` (or None without
-    ``input_grad``) of :func:`im2col_forward`; ``grad_y`` is contiguous (N, C_out, ho, wo)."""
-    n, c = x.shape[:2]
-    co, ho, wo = grad_y.shape[1:]
-    g = geom.groups
-    plan = im2col_plan(geom, x.shape, ho, wo, co, x.itemsize)
-    hp, wp, wq, plane, k, nb = plan
-    wg = weight.reshape(g, co // g, k // g)
-    gwt = np.zeros((g, k // g, co // g), x.dtype)  # grad_W^T: cols @ grad_y^T is the faster BLAS shape
-    grad_x = np.empty_like(x) if input_grad else None
-    xp = np.empty((nb, c, plane), x.dtype)
-    cols = np.empty(k * nb * ho * wq, x.dtype)
-    gyw = np.empty(co * nb * ho * wq, x.dtype)
-    tmp = np.empty_like(gwt)
-    for n0, b, lc in _chunks(n, nb, ho * wq):
-        colc, gywc = _columns(x, n0, b, geom, plan, ho, xp, cols), gyw[:co * lc].reshape(co, lc)
-        K.widen(grad_y, n0, wq, gywc)
-        gy3, col3 = gywc.reshape(g, co // g, lc), colc.reshape(g, k // g, lc)
-        np.matmul(col3, gy3.transpose(0, 2, 1), out=gwt if n0 == 0 else tmp)
-        if n0:
-            gwt += tmp
-        if input_grad:
-            np.matmul(wg.transpose(0, 2, 1), gy3, out=col3)  # grad of the columns, in place of cols
-            _add_columns(colc, n0, geom, plan, ho, grad_x)
-    grad_w.reshape(g, co // g, k // g)[...] = gwt.transpose(0, 2, 1)
-    return grad_x
-
-
-def im2col_input_grad(grad_y, weight, geom: ConvGeometry, x_shape) -> np.ndarray:
-    """Input gradient alone, ``conv^T(grad_y, weight)`` of shape ``x_shape``: the forward pass of a transposed
-    convolution. ``grad_y`` contiguous (N, C_out, ho, wo), ``weight`` (C_out, C/groups, kH, kW)."""
-    co, ho, wo = grad_y.shape[1:]
-    g = geom.groups
-    plan = im2col_plan(geom, x_shape, ho, wo, co, grad_y.itemsize)
-    hp, wp, wq, plane, k, nb = plan
-    wgt = weight.reshape(g, co // g, k // g).transpose(0, 2, 1)
-    grad_x = np.empty(x_shape, grad_y.dtype)
-    cols = np.empty(k * nb * ho * wq, grad_y.dtype)
-    gyw = np.empty(co * nb * ho * wq, grad_y.dtype)
-    for n0, b, lc in _chunks(x_shape[0], nb, ho * wq):
-        colc, gywc = cols[:k * lc].reshape(k, lc), gyw[:co * lc].reshape(co, lc)
-        K.widen(grad_y, n0, wq, gywc)
-        np.matmul(wgt, gywc.reshape(g, co // g, lc), out=colc.reshape(g, k // g, lc))
-        _add_columns(colc, n0, geom, plan, ho, grad_x)
-    return grad_x
+@functools.lru_cache(maxsize=4096)
+def _call_plan_cached(shape: ConvShape, *_thresholds) -> tuple:
+    algorithm, taps, cut = plan(shape)
+    return algorithm, taps, ConvGeometry(cut.kernel_size, cut.stride, cut.padding, cut.dilation, cut.groups)
 
 
 class Conv2d(_ConvLayer):
@@ -207,18 +116,13 @@ class Conv2d(_ConvLayer):
 
     Notes
     -----
-    Three algorithms, chosen per layer by :meth:`uses_direct` and :meth:`uses_winograd` (the result is the
-    same convolution; they agree to float rounding):
-
-    * **direct** (forward only; stride 1, one group, few output channels such as a first layer): each output
-      channel accumulates shifted rows of the padded input, four taps per pass, with no column matrix.
-
-    * **im2col + GEMM** (any configuration). Per chunk of samples: im2col (numba, parallel over
-      sample-channel planes), one BLAS GEMM per group ``y = W @ cols``; backward ``grad_W^T = cols @
-      grad_y^T`` and ``grad_cols = W^T @ grad_y`` followed by col2im.
-    * **Winograd F(2x2, 3x3)** (3x3, stride 1, dilation 1, one group, >= 8 input channels): 16 GEMMs of
-      ``C_out x C_in`` by ``C_in x tiles`` replace the 9-tap GEMM, 2.25x fewer multiplications; the
-      backward pass is the exact adjoint (``dU = GY V^T``, ``dV = U^T GY``).
+    Five algorithms compute the same convolution (they agree to float rounding); :meth:`algorithm` picks one per
+    call from the layer and input shape by the documented rule of :mod:`sparkdl.nn.conv_algorithm`:
+    ``depthwise`` (a numba kernel per channel plane, ``groups == C_in == C_out``), ``direct`` (forward only,
+    few output channels: shifted rows of the padded input, no column matrix), ``pointwise`` (1x1: one GEMM per
+    sample or chunk, no im2col), ``winograd`` (F(2x2, 3x3), 2.25x fewer multiplications on maps large enough
+    for its tiles) and ``im2col`` + BLAS GEMM (any configuration). Backward uses the forward's algorithm
+    (``im2col`` for ``direct``).
 
     Chunks are sized so their work buffers stay in L2 cache; backward recomputes the columns (or the
     transformed input) instead of caching them, so the cache is the input only.
@@ -275,34 +179,51 @@ class Conv2d(_ConvLayer):
         """im2col chunk geometry shared by forward and backward: (hp, wp, wq, plane, k, nb)."""
         return im2col_plan(self.geometry(), x_shape, ho, wo, self.out_channels, self.dtype.itemsize)
 
-    def uses_winograd(self) -> bool:
-        """Whether forward/backward run Winograd F(2x2, 3x3) instead of im2col + GEMM.
+    def shape_for(self, x_shape, threads: int | None = None) -> ConvShape:
+        """The :class:`~sparkdl.nn.conv_algorithm.ConvShape` of this layer on input ``x_shape`` (N, C, H, W);
+        ``threads`` defaults to the calling thread's numba thread count."""
+        n, _, h, w = x_shape
+        return ConvShape(self.in_channels, self.out_channels, h, w, self.kernel_size, self.stride, self.padding,
+                         self.dilation, self.groups, n, get_num_threads() if threads is None else threads)
 
-        Chosen for 3x3 kernels with stride 1, dilation 1, one group and at least
-        ``_WINOGRAD_MIN_CHANNELS`` input channels (below that the GEMMs are too thin to pay for the transforms;
-        measured in bench/kernels.py).
-        """
-        return (self.kernel_size == (3, 3) and self.stride == (1, 1) and self.dilation == (1, 1)
-                and self.groups == 1 and self.in_channels >= _WINOGRAD_MIN_CHANNELS)
+    def algorithm(self, x_shape, threads: int | None = None) -> str:
+        """The algorithm forward and backward run on input shape ``x_shape`` (N, C, H, W): the rule of
+        :mod:`sparkdl.nn.conv_algorithm` (:func:`~sparkdl.nn.conv_algorithm.plan`) on :meth:`shape_for`."""
+        return plan(self.shape_for(x_shape, threads))[0]
 
-    def uses_direct(self) -> bool:
-        """Whether forward runs the direct kernel (:func:`sparkdl.kernels.conv_direct.direct_forward`) instead of
-        im2col + GEMM: stride 1, one group, at most ``_DIRECT_MAX_OUT_CHANNELS`` output channels (and no
-        Winograd). Backward always uses im2col + GEMM (its input is the cached ``x`` either way)."""
-        return (self.stride == (1, 1) and self.groups == 1 and self.out_channels <= _DIRECT_MAX_OUT_CHANNELS
-                and not self.uses_winograd())
+    def _plan_call(self, x_shape, weight):
+        """``(algorithm, weight, geometry, taps)`` of one call: ``weight`` cut to the live taps (a copy, or
+        ``weight`` itself when every tap is live) and the geometry of the cut convolution."""
+        algorithm, taps, geom = _call_plan(self.shape_for(x_shape))
+        (i0, i1), (j0, j1) = taps
+        if geom.kernel_size != self.kernel_size:
+            weight = np.ascontiguousarray(weight[:, :, i0:i1 + 1, j0:j1 + 1])
+        return algorithm, weight, geom, taps
 
     # ------------------------------------------------------------------ compute
     def forward(self, x, *, training=False, rng=None):
         ho, wo = self._check(x)
         x = np.ascontiguousarray(x)
-        bias = self._bias_or_empty()
-        if self.uses_direct():
-            (ph, pw), (dh, dw) = self.padding, self.dilation
-            return direct_forward(x, self.weight, bias, ph, pw, dh, dw, ho, wo), x
-        if self.uses_winograd():
-            return _winograd_forward(x, self.weight, bias, self.padding, ho, wo), x
-        return im2col_forward(x, self.weight, bias, self.geometry(), ho, wo), x
+        algorithm, weight, geom, _ = self._plan_call(x.shape, self.weight)
+        return conv2d_forward(algorithm, x, weight, self._bias_or_empty(), geom, ho, wo), x
+
+    def forward_folded(self, x, scale, shift, clamp=None):
+        """Inference output of this convolution followed by a per-channel affine map (an evaluation-mode
+        BatchNorm) and an optional clamp (ReLU, ReLU6), in one convolution pass: the scale is folded into the
+        weights, ``y = conv(x, weight * scale) + (bias * scale + shift)``, then clamped in place.
+
+        ``scale``, ``shift`` (C_out,) float64; ``clamp`` a ``(low, high)`` pair (``None`` for an unbounded side)
+        or None. No cache: for inference only (see :mod:`sparkdl.nn.fusion`).
+        """
+        ho, wo = self._check(x)
+        x = np.ascontiguousarray(x)
+        weight = (self.weight * scale.reshape(-1, 1, 1, 1)).astype(self.dtype)
+        bias = ((self.bias * scale if self.use_bias else 0.0) + shift).astype(self.dtype)
+        algorithm, weight, geom, _ = self._plan_call(x.shape, weight)
+        y = conv2d_forward(algorithm, x, weight, bias, geom, ho, wo)
+        if clamp is not None:
+            np.clip(y, clamp[0], clamp[1], out=y)
+        return y
 
     def backward(self, cache, grad_y, grad_params):
         return self._backward(cache, grad_y, grad_params, input_grad=True)
@@ -314,73 +235,17 @@ class Conv2d(_ConvLayer):
         x = cache
         grad_y = np.ascontiguousarray(grad_y, dtype=self.dtype)
         views = self._grad_views_with_bias(grad_y, grad_params)
-        if self.uses_winograd():
-            return _winograd_backward(x, self.weight, grad_y, self.padding, views["weight"], input_grad)
-        return im2col_backward(x, self.weight, grad_y, self.geometry(), views["weight"], input_grad)
+        algorithm, weight, geom, ((i0, i1), (j0, j1)) = self._plan_call(x.shape, self.weight)
+        if weight is self.weight:
+            return conv2d_backward(algorithm, x, weight, grad_y, geom, views["weight"], input_grad)
+        grad_w = np.empty_like(weight)  # the cut taps' gradient; the others read only padding: zero
+        grad_x = conv2d_backward(algorithm, x, weight, grad_y, geom, grad_w, input_grad)
+        views["weight"][...] = 0
+        views["weight"][:, :, i0:i1 + 1, j0:j1 + 1] = grad_w
+        return grad_x
 
     def get_config(self):
         return {"in_channels": self.in_channels, "out_channels": self.out_channels,
                 "kernel_size": list(self.kernel_size), "stride": list(self.stride),
                 "padding": list(self.padding), "dilation": list(self.dilation), "groups": self.groups,
                 "bias": self.use_bias}
-
-
-# ---------------------------------------------------------------------------------------------- Winograd
-def _winograd_geometry(x_shape, ho, wo, itemsize, c_out):
-    """Tile rows and columns, tiles per sample and samples per chunk of the Winograd path."""
-    th, tw = (ho + 1) // 2, (wo + 1) // 2
-    tiles = th * (tw + 1)  # per sample, including one padding tile per tile row
-    nb = _chunk(x_shape[0], 16 * (x_shape[1] + c_out) * tiles * itemsize)
-    return th, tw, tiles, nb
-
-
-def _winograd_filters(weight, dtype):
-    """``(G, U)``: the transform G in ``dtype`` and ``U = G w G^T`` of every 3x3 filter, (4, Co, C, 4)."""
-    g = _G.astype(dtype)
-    return g, np.tensordot(np.tensordot(g, weight, axes=(1, 2)), g, axes=(3, 1))
-
-
-def _winograd_forward(x, weight, bias, padding, ho, wo):
-    """y = conv(x, weight) + bias via ``M[xi] = U[xi] @ V[xi]`` over 16 Winograd points, chunk by chunk."""
-    n, c = x.shape[:2]
-    co = weight.shape[0]
-    ph, pw = padding
-    th, tw, tiles, nb = _winograd_geometry(x.shape, ho, wo, x.itemsize, co)
-    u = np.ascontiguousarray(_winograd_filters(weight, x.dtype)[1].transpose(0, 3, 1, 2)).reshape(16, co, c)
-    y = np.empty((n, co, ho, wo), x.dtype)
-    vbuf = np.empty(c * 16 * nb * tiles, x.dtype)
-    mbuf = np.empty(co * 16 * nb * tiles, x.dtype)
-    for n0, _, L in _chunks(n, nb, tiles):
-        v, m = vbuf[:c * 16 * L].reshape(c, 16, L), mbuf[:co * 16 * L].reshape(co, 16, L)
-        K.winograd_input(x, n0, ph, pw, th, tw, v)
-        np.matmul(u, v.transpose(1, 0, 2), out=m.transpose(1, 0, 2))
-        K.winograd_output(m, bias, n0, th, tw, y)
-    return y
-
-
-def _winograd_backward(x, weight, grad_y, padding, grad_w, input_grad=True):
-    """Exact adjoint of :func:`_winograd_forward`: ``dU = sum GY V^T`` and ``dV = U^T GY``; returns grad_x
-    (None without ``input_grad``)."""
-    n, c = x.shape[:2]
-    co = weight.shape[0]
-    ph, pw = padding
-    ho, wo = grad_y.shape[2:]
-    th, tw, tiles, nb = _winograd_geometry(x.shape, ho, wo, x.itemsize, co)
-    g, u = _winograd_filters(weight, x.dtype)
-    ut = np.ascontiguousarray(u.transpose(0, 3, 2, 1)).reshape(16, c, co)  # U[xi]^T
-    gu, tmp = np.zeros((16, co, c), x.dtype), np.empty((16, co, c), x.dtype)
-    grad_x = np.empty_like(x) if input_grad else None
-    vbuf = np.empty(c * 16 * nb * tiles, x.dtype)
-    gbuf = np.empty(co * 16 * nb * tiles, x.dtype)
-    for n0, _, L in _chunks(n, nb, tiles):
-        v, gyt = vbuf[:c * 16 * L].reshape(c, 16, L), gbuf[:co * 16 * L].reshape(co, 16, L)
-        K.winograd_input(x, n0, ph, pw, th, tw, v)
-        K.winograd_grad_output(grad_y, n0, th, tw, gyt)
-        np.matmul(gyt.transpose(1, 0, 2), v.transpose(1, 2, 0), out=tmp)
-        gu += tmp
-        if input_grad:
-            np.matmul(ut, gyt.transpose(1, 0, 2), out=v.transpose(1, 0, 2))  # dV, in place of V
-            K.winograd_input_adjoint(v, n0, ph, pw, th, tw, grad_x)
-    gw = np.tensordot(np.tensordot(g, gu.reshape(4, 4, co, c), axes=(0, 0)), g, axes=(1, 0))  # (3, Co, C, 3)
-    grad_w[...] = gw.transpose(1, 2, 0, 3)
-    return grad_x

@@ -5,7 +5,7 @@ import numpy as np
 
 from sparkdl.nn._checks import check_input, check_positive_int
 from sparkdl.nn._conv_layer import _ConvLayer
-from sparkdl.nn.conv import ConvGeometry, im2col_backward, im2col_forward
+from sparkdl.nn.conv_im2col import ConvGeometry, im2col_backward, im2col_forward
 
 __all__ = ["Conv1d"]
 

@@ -22,6 +22,7 @@ import re
 
 import numpy as np
 
+from sparkdl.nn.fusion import graph_runs, run_fused
 from sparkdl.nn.merge import Add, Concatenate
 from sparkdl.nn.module import Module
 
@@ -170,11 +171,16 @@ class Graph(Module):
             raise TypeError(f"Graph: {what} must be a tuple of {count} arrays, got {got}")
         return tuple(x)
 
-    def forward(self, x, *, training=False, rng=None):
+    def _inputs(self, x) -> tuple:
+        """The graph inputs as a tuple of arrays (TypeError otherwise)."""
         xs = self._unpack(x, f"the input ({self.input_names})", len(self.input_names))
         for name, a in zip(self.input_names, xs):
             if not isinstance(a, np.ndarray):
                 raise TypeError(f"Graph: input {name!r} must be a numpy.ndarray, got {type(a).__name__}")
+        return xs
+
+    def forward(self, x, *, training=False, rng=None):
+        xs = self._inputs(x)
         values = dict(zip(self.input_names, xs))
         caches = {}
         for name, module in self._modules.items():
@@ -183,6 +189,24 @@ class Graph(Module):
                                                         training=training, rng=rng)
         ys = tuple(values[o] for o in self.output_names)
         return (ys[0] if len(ys) == 1 else ys), (caches, [(a.shape, a.dtype) for a in xs])
+
+    def infer(self, x):
+        """Nodes in order, each Conv2d -> BatchNorm2d (-> ReLU/ReLU6) chain whose inner values nothing else uses
+        run as one folded convolution (:func:`sparkdl.nn.fusion.graph_runs`)."""
+        xs = self._inputs(x)
+        values = dict(zip(self.input_names, xs))
+        runs = graph_runs(self)
+        inner = {n for run in runs.values() for n in run[1:]}
+        for name, module in self._modules.items():
+            if name in inner:  # computed with the run's convolution
+                continue
+            args = [values[a] for a in self.node_inputs[name]]
+            if name in runs:
+                values[runs[name][-1]] = run_fused([self._modules[n] for n in runs[name]], args[0])
+            else:
+                values[name] = module.infer(args[0] if len(args) == 1 else tuple(args))
+        ys = tuple(values[o] for o in self.output_names)
+        return ys[0] if len(ys) == 1 else ys
 
     def backward(self, cache, grad_y, grad_params):
         caches, input_specs = cache

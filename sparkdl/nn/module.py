@@ -297,8 +297,19 @@ class Module:
         """
         self.backward(cache, grad_y, grad_params)
 
+    def infer(self, x):
+        """Evaluation-mode output for inference, with no cache (no backward can follow).
+
+        The default is ``forward(x, training=False)[0]``; containers override it to run a Conv2d -> BatchNorm2d
+        (-> ReLU/ReLU6) chain as one folded convolution (:mod:`sparkdl.nn.fusion`), equal to the unfused
+        output to float rounding.
+        """
+        return self.forward(x, training=False)[0]
+
     def __call__(self, x: np.ndarray, *, training: bool = False, rng: np.random.Generator | None = None) -> np.ndarray:
-        """Forward pass only (the cache is discarded)."""
+        """Output only: :meth:`infer` in evaluation mode, else ``forward(x, training=True, rng=rng)[0]``."""
+        if not training:
+            return self.infer(x)
         return self.forward(x, training=training, rng=rng)[0]
 
     # ------------------------------------------------------------------ description

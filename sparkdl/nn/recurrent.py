@@ -13,6 +13,7 @@ import numbers
 import numpy as np
 
 from sparkdl.kernels import recurrent as K
+from sparkdl.kernels import recurrent_gru as KG
 from sparkdl.nn import init
 from sparkdl.nn._checks import check_input, check_positive_int
 from sparkdl.nn.dropout_masks import dropout_mask
@@ -95,13 +96,13 @@ class _RNNBase(Module):
             gates = np.empty((t, n, 4 * h), self.dtype)
             h_n, c_n = K.lstm_forward(xp, w_t, b_ih + b_hh, lengths, reverse, hs, tcs, gates, hprev, cprev)
             return hs, h_n, c_n, (gates, tcs, cprev, hprev)
-        hs = np.zeros((t, n, h), self.dtype)
+        hs = np.empty((t, n, h), self.dtype)
         if self.mode == "GRU":
-            gates = np.zeros((t, n, 3 * h), self.dtype)
-            hhn = np.zeros_like(hs)
-            h_n = K.gru_forward(xp, w_t, b_hh, lengths, reverse, hs, gates, hhn, hprev)
+            gates = np.empty((t, n, 3 * h), self.dtype)
+            hhn = np.empty_like(hs)
+            h_n = KG.gru_forward(xp, w_t, b_ih, b_hh, lengths, reverse, hs, gates, hhn, hprev)
             return hs, h_n, None, (gates, hhn, hprev)
-        h_n = K.rnn_forward(xp, w_t, lengths, reverse, self.nonlinearity == "relu", hs, hprev)
+        h_n = KG.rnn_forward(xp, w_t, b_ih + b_hh, lengths, reverse, self.nonlinearity == "relu", hs, hprev)
         return hs, h_n, None, (hs, hprev)
 
     def forward(self, x, *, training=False, rng=None):
@@ -113,9 +114,7 @@ class _RNNBase(Module):
             flat_in = inp.reshape(t * n, -1)
             for d, sfx in enumerate(self._suffixes(layer)):
                 w_ih, w_hh, b_ih, b_hh = self._weights(sfx)
-                xp = flat_in @ w_ih.T
-                if self.mode != "LSTM":  # the LSTM kernel adds the biases in its gate loop
-                    xp += b_ih if self.mode == "GRU" else b_ih + b_hh
+                xp = flat_in @ w_ih.T  # the kernels add the biases in their gate loops
                 hs, h_n, c_n, kc = self._direction_forward(xp.reshape(t, n, -1), w_hh, b_ih, b_hh, lengths,
                                                            d == 1)
                 outs.append(hs)
@@ -170,12 +169,12 @@ class _RNNBase(Module):
             return da, da, hprev
         if self.mode == "GRU":
             gates, hhn, hprev = kc
-            dax, dah = np.zeros_like(gates), np.zeros_like(gates)
-            K.gru_backward(gates, hhn, hprev, w_hh, lengths, reverse, g_hs, g_hn, dax, dah)
+            dax, dah = np.empty_like(gates), np.empty_like(gates)
+            KG.gru_backward(gates, hhn, hprev, w_hh, lengths, reverse, g_hs, g_hn, dax, dah)
             return dax, dah, hprev
         hs, hprev = kc
-        da = np.zeros_like(hs)
-        K.rnn_backward(hs, w_hh, lengths, reverse, self.nonlinearity == "relu", g_hs, g_hn, da)
+        da = np.empty_like(hs)
+        KG.rnn_backward(hs, w_hh, lengths, reverse, self.nonlinearity == "relu", g_hs, g_hn, da)
         return da, da, hprev
 
     def backward(self, cache, grad_y, grad_params):

@@ -1,0 +1,78 @@
+"""Winograd F(2x2, 3x3) convolution drivers (3x3, stride 1, dilation 1, one group): 16 GEMMs of
+``C_out x C_in`` by ``C_in x tiles`` replace the 9-tap GEMM, 2.25x fewer multiplications; the backward pass is the
+exact adjoint (``dU = GY V^T``, ``dV = U^T GY``). The transforms are numba kernels in :mod:`sparkdl.kernels.conv`.
+
+Reference: Lavin & Gray (2016), "Fast Algorithms for Convolutional Neural Networks", arXiv:1509.09308.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sparkdl.kernels import conv as K
+from sparkdl.nn.conv_im2col import chunk_samples, chunks
+
+__all__ = ["winograd_forward", "winograd_backward"]
+
+#: Winograd F(2x2, 3x3) filter transform G (Lavin & Gray, 2016): U = G g G^T, 4x4 from 3x3.
+_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+
+
+def _winograd_geometry(x_shape, ho, wo, itemsize, c_out):
+    """Tile rows and columns, tiles per sample and samples per chunk of the Winograd path."""
+    th, tw = (ho + 1) // 2, (wo + 1) // 2
+    tiles = th * (tw + 1)  # per sample, including one padding tile per tile row
+    nb = chunk_samples(x_shape[0], 16 * (x_shape[1] + c_out) * tiles * itemsize, tiles,
+                       16 * x_shape[1] * c_out * itemsize)
+    return th, tw, tiles, nb
+
+
+def _winograd_filters(weight, dtype):
+    """``(G, U)``: the transform G in ``dtype`` and ``U = G w G^T`` of every 3x3 filter, (4, Co, C, 4)."""
+    g = _G.astype(dtype)
+    return g, np.tensordot(np.tensordot(g, weight, axes=(1, 2)), g, axes=(3, 1))
+
+
+def winograd_forward(x, weight, bias, padding, ho, wo):
+    """y = conv(x, weight) + bias via ``M[xi] = U[xi] @ V[xi]`` over 16 Winograd points, chunk by chunk."""
+    n, c = x.shape[:2]
+    co = weight.shape[0]
+    ph, pw = padding
+    th, tw, tiles, nb = _winograd_geometry(x.shape, ho, wo, x.itemsize, co)
+    u = np.ascontiguousarray(_winograd_filters(weight, x.dtype)[1].transpose(0, 3, 1, 2)).reshape(16, co, c)
+    y = np.empty((n, co, ho, wo), x.dtype)
+    vbuf = np.empty(c * 16 * nb * tiles, x.dtype)
+    mbuf = np.empty(co * 16 * nb * tiles, x.dtype)
+    for n0, _, L in chunks(n, nb, tiles):
+        v, m = vbuf[:c * 16 * L].reshape(c, 16, L), mbuf[:co * 16 * L].reshape(co, 16, L)
+        K.winograd_input(x, n0, ph, pw, th, tw, v)
+        np.matmul(u, v.transpose(1, 0, 2), out=m.transpose(1, 0, 2))
+        K.winograd_output(m, bias, n0, th, tw, y)
+    return y
+
+
+def winograd_backward(x, weight, grad_y, padding, grad_w, input_grad=True):
+    """Exact adjoint of :func:`winograd_forward`: ``dU = sum GY V^T`` and ``dV = U^T GY``; returns grad_x
+    (None without ``input_grad``)."""
+    n, c = x.shape[:2]
+    co = weight.shape[0]
+    ph, pw = padding
+    ho, wo = grad_y.shape[2:]
+    th, tw, tiles, nb = _winograd_geometry(x.shape, ho, wo, x.itemsize, co)
+    g, u = _winograd_filters(weight, x.dtype)
+    ut = np.ascontiguousarray(u.transpose(0, 3, 2, 1)).reshape(16, c, co)  # U[xi]^T
+    gu, tmp = np.zeros((16, co, c), x.dtype), np.empty((16, co, c), x.dtype)
+    grad_x = np.empty_like(x) if input_grad else None
+    vbuf = np.empty(c * 16 * nb * tiles, x.dtype)
+    gbuf = np.empty(co * 16 * nb * tiles, x.dtype)
+    for n0, _, L in chunks(n, nb, tiles):
+        v, gyt = vbuf[:c * 16 * L].reshape(c, 16, L), gbuf[:co * 16 * L].reshape(co, 16, L)
+        K.winograd_input(x, n0, ph, pw, th, tw, v)
+        K.winograd_grad_output(grad_y, n0, th, tw, gyt)
+        np.matmul(gyt.transpose(1, 0, 2), v.transpose(1, 2, 0), out=tmp)
+        gu += tmp
+        if input_grad:
+            np.matmul(ut, gyt.transpose(1, 0, 2), out=v.transpose(1, 0, 2))  # dV, in place of V
+            K.winograd_input_adjoint(v, n0, ph, pw, th, tw, grad_x)
+    gw = np.tensordot(np.tensordot(g, gu.reshape(4, 4, co, c), axes=(0, 0)), g, axes=(1, 0))  # (3, Co, C, 3)
+    grad_w[...] = gw.transpose(1, 2, 0, 3)
+    return grad_x

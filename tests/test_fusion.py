@@ -1,0 +1,94 @@
+"""Inference-time Conv2d -> BatchNorm2d (-> ReLU/ReLU6) fusion: ``model(x)`` (Module.infer) equals the unfused
+evaluation-mode forward pass within 1e-5, in Sequential, Residual, Concat and Graph containers; only eligible
+runs fuse; training and parameters are untouched."""
+import numpy as np
+import pytest
+
+from sparkdl import nn
+from sparkdl.nn.fusion import fusable_run, graph_runs
+
+
+def _bn(c, rng, **kw):
+    """A BatchNorm2d with non-trivial running statistics and affine parameters."""
+    bn = nn.BatchNorm2d(c, **kw)
+    if bn.track_running_stats:
+        bn.running_mean[...] = rng.standard_normal(c)
+        bn.running_var[...] = rng.uniform(0.3, 2.0, c)
+    if bn.affine:
+        bn.weight[...] = rng.standard_normal(c)
+        bn.bias[...] = rng.standard_normal(c)
+    return bn
+
+
+def _assert_close(got, want):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def _mobile_block(rng):
+    """MobileNetV2-style: 1x1 expansion + BN + ReLU6, depthwise 3x3 + BN + ReLU6, 1x1 projection + BN, residual."""
+    body = nn.Sequential(nn.Conv2d(8, 24, 1, bias=False), _bn(24, rng), nn.ReLU6(),
+                         nn.Conv2d(24, 24, 3, padding=1, groups=24, bias=False), _bn(24, rng), nn.ReLU6(),
+                         nn.Conv2d(24, 8, 1, bias=False), _bn(8, rng))
+    return nn.Residual(body)
+
+
+def test_sequential_residual_concat_fuse_and_match_unfused():
+    rng = np.random.default_rng(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, stride=2, padding=1), _bn(8, rng), nn.ReLU(),  # with a conv bias
+        _mobile_block(rng),
+        nn.Concat(nn.Sequential(nn.Conv2d(8, 4, 3, padding=1), _bn(4, rng, affine=False), nn.Hardtanh(-0.5, 0.5)),
+                  nn.Sequential(nn.Conv2d(8, 4, 1), _bn(4, rng, eps=1e-3))),
+        nn.Conv2d(8, 6, 3), _bn(6, rng, track_running_stats=False), nn.ReLU(),  # batch statistics: not fused
+        nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    x = rng.standard_normal((5, 3, 17, 15)).astype(np.float32)
+    params, buffers = model.flat_parameters.copy(), model.flat_buffers.copy()
+    want = model.forward(x, training=False)[0]
+    _assert_close(model(x), want)
+    _assert_close(model.infer(x), want)
+    np.testing.assert_array_equal(model.flat_parameters, params)  # folding copies; nothing is written back
+    np.testing.assert_array_equal(model.flat_buffers, buffers)
+    assert not np.allclose(model(x, training=True), want)  # training still uses batch statistics
+
+
+def test_which_runs_fuse():
+    conv, bn, relu = nn.Conv2d(4, 6, 3), nn.BatchNorm2d(6), nn.ReLU()
+    assert fusable_run([conv, bn, relu], 0) == 3 and fusable_run([conv, bn, nn.ReLU6()], 0) == 3
+    assert fusable_run([conv, bn, nn.Sigmoid()], 0) == 2 and fusable_run([conv, bn], 0) == 2
+    assert fusable_run([conv, nn.BatchNorm2d(6, track_running_stats=False), relu], 0) == 0
+    assert fusable_run([conv, relu, bn], 0) == 0 and fusable_run([bn, conv, bn], 0) == 0
+    assert fusable_run([nn.Conv1d(4, 6, 3), nn.BatchNorm1d(6)], 0) == 0 and fusable_run([conv], 0) == 0
+
+
+def test_graph_fuses_only_runs_whose_inner_values_nothing_else_uses():
+    rng = np.random.default_rng(1)
+    nodes = [("conv1", nn.Conv2d(4, 8, 3, padding=1, bias=False), "x"), ("bn1", _bn(8, rng), "conv1"),
+             ("relu1", nn.ReLU(), "bn1"),
+             ("conv2", nn.Conv2d(8, 8, 3, padding=1, bias=False), "relu1"), ("bn2", _bn(8, rng), "conv2"),
+             ("add", nn.Add(), ["bn2", "relu1"]), ("relu2", nn.ReLU(), "add"),  # a ResNet basic block
+             ("conv3", nn.Conv2d(8, 8, 1), "relu2"), ("bn3", _bn(8, rng), "conv3"),
+             ("relu3", nn.ReLU(), "bn3"), ("side", nn.ReLU6(), "bn3"),  # bn3 has two users: no activation fused
+             ("conv4", nn.Conv2d(8, 8, 1), "relu2"), ("bn4", _bn(8, rng), "conv4"),  # conv4 is an output
+             ("cat", nn.Concatenate(), ["relu3", "side", "bn4"])]
+    g = nn.Graph("x", nodes, ["cat", "conv4"])
+    assert graph_runs(g) == {"conv1": ("conv1", "bn1", "relu1"), "conv2": ("conv2", "bn2"), "conv3": ("conv3", "bn3")}
+    x = rng.standard_normal((3, 4, 9, 8)).astype(np.float32)
+    want = g.forward(x, training=False)[0]
+    got = g(x)
+    for a, b in zip(got, want):
+        _assert_close(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_resnet_stem_on_every_algorithm(dtype):
+    """The fold goes through whichever algorithm the rule picks: winograd, im2col, pointwise, cut taps, direct."""
+    rng = np.random.default_rng(2)
+    layers = []
+    for conv in (nn.Conv2d(3, 4, 3, padding=1), nn.Conv2d(4, 16, 3, padding=1), nn.Conv2d(16, 16, 3, stride=2, padding=1),
+                 nn.Conv2d(16, 32, 1), nn.Conv2d(32, 32, 3, padding=1, groups=32)):
+        layers += [conv, _bn(conv.out_channels, rng), nn.ReLU()]
+    model = nn.Sequential(*layers, nn.Conv2d(32, 8, 3, padding=1), _bn(8, rng)).astype(dtype)
+    for hw in (10, 2):  # 2x2 input: the last convolutions run on a 1x1 map, cut to their centre taps
+        x = rng.standard_normal((4, 3, hw, hw)).astype(dtype)
+        _assert_close(model(x), model.forward(x)[0])
