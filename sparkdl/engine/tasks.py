@@ -25,7 +25,7 @@ from sparkdl.engine.plan import local_schedule
 from sparkdl.engine.task_errors import TrainingDivergedError, task_context
 from sparkdl.engine.worker import dropout_rng, local_gradient, task_scope
 
-__all__ = ["FitContext", "IterationContext", "gradient_task", "partition_gradient", "reduce_update_task",
+__all__ = ["FitContext", "IterationContext", "gradient_task", "partition_gradient", "reduce_parts", "reduce_update_task",
            "reduce_only_task", "square_norm_task", "tensor_norms_task", "FaultInjected", "ShardResults"]
 
 
@@ -201,6 +201,14 @@ def _reduce(k: int, size: int, records):
         return None, state
     if reduced is not None:  # second pass of a clip_norm iteration: the block was summed in the first
         return reduced, state
+    return reduce_parts(parts, size), state
+
+
+def reduce_parts(parts: list, size: int) -> tuple:
+    """Sum one block's gradient parts ``(p, block, loss_sum, normalizer, extra)`` in source-partition order
+    (sorts ``parts`` in place): ``(grad_sum, loss_sum, normalizer_sum, buffer_sum, n)``. The one summation
+    order of every Python reduce (Spark stage 2 and the Connect client alike), so their sums are bitwise
+    equal."""
     parts.sort(key=lambda part: part[0])
     grad_sum, loss_sum, norm_sum = sum_block(((blk, loss, norm) for _, blk, loss, norm, _ in parts), size)
     buf, n = None, 0
@@ -209,7 +217,7 @@ def _reduce(k: int, size: int, records):
             b_sum, n_p = extra
             buf = b_sum if buf is None or b_sum is None else buf + b_sum
             n += n_p
-    return (grad_sum, loss_sum, norm_sum, buf, n), state
+    return grad_sum, loss_sum, norm_sum, buf, n
 
 
 def _writeable(state: dict) -> dict:

@@ -1,0 +1,110 @@
+"""Spark Connect sessions: how sparkdl recognises one and ships Python objects to its executors once.
+
+A Spark Connect session (``SparkSession.builder.remote("sc://...")``, Spark 4's client mode) has no SparkContext,
+no RDDs, no broadcast variables and no py4j: only the DataFrame API reaches the cluster. sparkdl's Connect
+transport (:mod:`sparkdl.engine.connect_reduce`) therefore ships what a classic session broadcasts either as a
+session artifact (``spark.addArtifacts(..., file=True)``: uploaded once, read once per Python worker) or, where
+the server refuses artifacts, inside the query's Python function (then once per query).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import uuid
+
+from pyspark import cloudpickle
+
+__all__ = ["is_connect", "default_parallelism", "SessionValue", "require_classic"]
+
+_LOADED: dict = {}
+
+
+def is_connect(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect session (``pyspark.sql.connect.session.SparkSession``).
+
+    The Connect client module is imported only by Connect sessions, so a classic process never imports it here.
+    """
+    module = sys.modules.get("pyspark.sql.connect.session")
+    return module is not None and isinstance(spark, module.SparkSession)
+
+
+def require_classic(spark, what: str, instead: str) -> None:
+    """Raise ``ValueError`` naming ``what`` when ``spark`` is a Connect session.
+
+    Parameters
+    ----------
+    what : str
+        The feature that needs a classic session (e.g. ``"jvm_reduce=True"``).
+    instead : str
+        What to do on Connect instead.
+    """
+    if is_connect(spark):
+        raise ValueError(f"{what} needs a classic Spark session (SparkContext, py4j); this is a Spark Connect "
+                         f"session. {instead} (see docs/connect.md)")
+
+
+def default_parallelism(spark) -> int:
+    """The session's default parallelism without a SparkContext: the partitions of ``spark.range`` (one small
+    job; Spark gives a range ``spark.sql.leafNodeDefaultParallelism`` or the cluster's default parallelism)."""
+    from pyspark.sql import functions as F
+    return int(spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).distinct().count())
+
+
+class SessionValue:
+    """A Python object shipped to a Connect session's executors once, read once per Python worker.
+
+    Pickled with cloudpickle (so classes defined in ``__main__`` travel) and uploaded as a session artifact;
+    tasks read the file from the session's working directory. The object itself stays out of every query's
+    plan: a :class:`SessionValue` pickles to its file name only. When the server refuses the artifact, the
+    bytes travel inside the value instead (in each query that references it).
+
+    Parameters
+    ----------
+    spark : pyspark.sql.connect.session.SparkSession
+    obj : object
+        Anything cloudpickle can pickle.
+    """
+
+    def __init__(self, spark, obj):
+        payload = cloudpickle.dumps(obj)
+        self.name = f"sparkdl-{uuid.uuid4().hex}.pkl"
+        self._payload = None
+        directory = tempfile.mkdtemp(prefix="sparkdl-artifact-")
+        path = os.path.join(directory, self.name)
+        try:
+            with open(path, "wb") as f:
+                f.write(payload)
+            spark.addArtifacts(path, file=True)
+        except Exception:  # noqa: BLE001  (a server without artifact support: ship with each query)
+            self._payload = payload
+        finally:
+            if os.path.exists(path):
+                os.remove(path)
+            os.rmdir(directory)
+        _LOADED[self.name] = obj  # the client reads its own object without a round trip
+
+    @property
+    def shipped_in_queries(self) -> bool:
+        """True when the bytes travel inside every query (the server refused the artifact)."""
+        return self._payload is not None
+
+    @property
+    def value(self):
+        """The object (loaded once per Python process)."""
+        obj = _LOADED.get(self.name)
+        if obj is None:
+            while len(_LOADED) >= 4:  # keep the few most recent (a fit and its validation)
+                _LOADED.pop(next(iter(_LOADED)))
+            payload = self._payload
+            if payload is None:
+                from pyspark import SparkFiles
+                with open(os.path.join(SparkFiles.getRootDirectory(), self.name), "rb") as f:
+                    payload = f.read()
+            obj = _LOADED[self.name] = cloudpickle.loads(payload)
+        return obj
+
+    def destroy(self) -> None:
+        """Forget the client's copy (Spark Connect has no call that removes an artifact: the file stays in the
+        session's directory until the session ends)."""
+        _LOADED.pop(self.name, None)
