@@ -16,6 +16,7 @@ The last line printed is one JSON object with every figure.
 
     python bench/engine.py            # full run (a few minutes)
     python bench/engine.py --quick    # fewer repeats, P = 1M only
+    python bench/engine.py --connect  # only: a tiny model's iteration on Spark Connect vs classic (engine_connect.py)
 """
 from __future__ import annotations
 
@@ -273,10 +274,19 @@ def lenet_samples_per_s(master, iterations, batch_size):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--connect", action="store_true", help="only the Spark Connect vs classic iteration comparison")
     ap.add_argument("--scaling-worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     repeats = 5 if args.quick else 15
     iters = 15 if args.quick else 40
+    if args.connect:
+        from bench.engine_connect import connect_comparison
+        res = connect_comparison(_session("local[2]"), iters)
+        print(f"tiny model iteration: classic {res['classic_tiny_iteration_ms']:.1f} ms (Python reduce "
+              f"{res['classic_python_reduce_ms']:.1f} ms), Spark Connect {res['connect_tiny_iteration_ms']:.1f} ms: "
+              f"{res['ratio_to_classic']:.2f}x classic (target <= 2)")
+        print(json.dumps({"connect": res}))
+        return
     if args.scaling_worker:
         print(json.dumps({"samples_per_s": lenet_samples_per_s(args.scaling_worker, iters, 512)}))
         return

@@ -5,11 +5,8 @@ pyspark marks a process as a Connect client with the environment variable ``SPAR
 ``pyspark.sql.functions`` build Connect columns): the tests set it only while they use the Connect session, so the
 classic ``spark`` fixture of the same worker process keeps working."""
 import os
-import socket
 import subprocess
-import sys
 import tempfile
-import time
 
 import numpy as np
 import pytest
@@ -20,50 +17,14 @@ from sparkdl.engine.connect_data import ConnectBlocks
 from sparkdl.engine.connect_session import is_connect
 from sparkdl.metrics import Top1Accuracy
 from sparkdl.optim import SGD, Adam
-
-_MODE = "SPARK_CONNECT_MODE_ENABLED"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start_server(log_path: str):
-    """``(process, port)`` of a Connect server on 127.0.0.1 (local[2]), once its gRPC port accepts connections."""
-    import pyspark
-    home = os.path.dirname(pyspark.__file__)
-    port = _free_port()
-    env = dict(os.environ, SPARK_HOME=home, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    env.pop(_MODE, None)
-    cmd = [os.path.join(home, "bin", "spark-submit"), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-           "--master", "local[2]", "--conf", f"spark.connect.grpc.binding.port={port}",
-           "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1",
-           "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.ui.enabled=false",
-           "--conf", "spark.python.worker.reuse=true", "--conf", "spark.sql.shuffle.partitions=2",
-           "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC", "spark-internal"]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            with open(log_path, errors="replace") as f:
-                raise RuntimeError(f"the Spark Connect server exited ({proc.returncode}):\n{f.read()[-3000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return proc, port
-        except OSError:
-            time.sleep(0.5)
-    proc.kill()
-    raise RuntimeError(f"the Spark Connect server did not listen on port {port} within 180 s (log: {log_path})")
+from tests.connect_server import CONNECT_MODE as _MODE, start_server
 
 
 @pytest.fixture(scope="session")
 def connect_server():
     """A Spark Connect server for the whole run, stopped by its pid at the end."""
     log_dir = tempfile.mkdtemp(prefix="sparkdl-connect-")
-    proc, port = _start_server(os.path.join(log_dir, "server.log"))
+    proc, port = start_server(os.path.join(log_dir, "server.log"))
     yield f"sc://127.0.0.1:{port}"
     proc.terminate()
     try:
@@ -179,3 +140,13 @@ def test_dlclassifier_pipeline_fit_transform_save_load_on_connect(remote, tmp_pa
     probs = np.exp(probs - probs.max(axis=1, keepdims=True))
     np.testing.assert_allclose(np.stack([v.toArray() for v in out["probability"]]),
                                probs / probs.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_an_error_in_a_task_reaches_the_client_as_itself(remote):
+    from sparkdl.engine import TrainingDivergedError
+    x, y = _data(20)
+    data = ConnectBlocks.from_numpy(remote, x, y, 2)
+    trainer = DistributedTrainer(_mlp(), nn.CrossEntropyLoss(), SGD(lr=1e36), batch_size=10, progress=False)
+    with pytest.raises(TrainingDivergedError, match=r"partition \d, epoch 1, iteration 2"):
+        trainer.fit(data)
+    data.unpersist()

@@ -8,7 +8,7 @@ import re
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DOCS = ["README.md", os.path.join("docs", "architecture.md")]
+DOCS = ["README.md", os.path.join("docs", "architecture.md"), os.path.join("docs", "connect.md")]
 
 
 def _read(path):
