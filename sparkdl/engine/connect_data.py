@@ -20,7 +20,8 @@ from functools import partial
 import numpy as np
 import pyarrow as pa
 
-from sparkdl.engine.data import PartitionSummary, _first_bad_label, _raise_problems, _summarize
+from sparkdl.engine.data import PartitionedData, PartitionSummary, _first_bad_label, _raise_problems, _summarize, \
+    check_arrays
 
 __all__ = ["ConnectBlocks", "partition_blocks", "npy_bytes", "npy_load", "BLOCKS_SCHEMA"]
 
@@ -82,35 +83,20 @@ def _summary(d: dict) -> PartitionSummary:
     return PartitionSummary(**d)
 
 
-class ConnectBlocks:
+class ConnectBlocks(PartitionedData):
     """The training (or validation) data of a fit on a Spark Connect session.
 
     Attributes
     ----------
     frame : pyspark.sql.connect.dataframe.DataFrame
         Cached, with columns :data:`BLOCKS_SCHEMA`.
-    sizes : list of int
-        Rows per source partition ``0 .. num_partitions - 1``.
-    feature_shape : tuple
-        Per-sample feature shape.
+    sizes, feature_shape, label_kind
+        Of source partitions ``0 .. num_partitions - 1`` (see :class:`~sparkdl.engine.data.PartitionedData`).
     """
 
     def __init__(self, frame, summaries: list[PartitionSummary]):
         self.frame = frame
-        self.summaries = summaries
-        self.sizes = [s.count for s in summaries]
-        shapes = {s.feature_shape for s in summaries if s.count}
-        self.feature_shape = next(iter(shapes)) if shapes else None
-        kinds = {s.label_kind for s in summaries if s.count}
-        self.label_kind = "f" if "f" in kinds else ("i" if kinds else None)
-
-    @property
-    def num_samples(self) -> int:
-        return int(sum(self.sizes))
-
-    @property
-    def num_partitions(self) -> int:
-        return len(self.sizes)
+        super().__init__(summaries)
 
     @property
     def session(self):
@@ -127,15 +113,8 @@ class ConnectBlocks:
             Before any query, as :meth:`DataBlocks.from_numpy` does (lengths, ``num_partitions``, dtypes, NaN or
             infinite rows naming partition and row).
         """
-        x, y = np.asarray(x), np.asarray(y)
-        if len(x) != len(y):
-            raise ValueError(f"ConnectBlocks.from_numpy: x has {len(x)} rows but y has {len(y)}")
+        x, y = check_arrays("ConnectBlocks.from_numpy", x, y, num_partitions)
         n = num_partitions
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"ConnectBlocks.from_numpy: num_partitions must be an int >= 1, got {num_partitions!r}")
-        for name, a in (("x", x), ("y", y)):
-            if a.dtype.kind not in "fiub":
-                raise ValueError(f"ConnectBlocks.from_numpy: {name} must be numeric, got dtype {a.dtype}")
         rows = np.linspace(0, len(x), n + 1).round().astype(int)
         summaries = [_summarize(p, (x[a:b].astype(np.float32, copy=False), y[a:b]))
                      for p, (a, b) in enumerate(zip(rows[:-1], rows[1:]))]

@@ -13,11 +13,11 @@ import sys
 import tempfile
 import uuid
 
-from pyspark import cloudpickle
+from pyspark import SparkFiles, cloudpickle
+
+from sparkdl.engine.broadcast import loaded
 
 __all__ = ["is_connect", "default_parallelism", "SessionValue", "require_classic"]
-
-_LOADED: dict = {}
 
 
 def is_connect(spark) -> bool:
@@ -82,7 +82,6 @@ class SessionValue:
             if os.path.exists(path):
                 os.remove(path)
             os.rmdir(directory)
-        _LOADED[self.name] = obj  # the client reads its own object without a round trip
 
     @property
     def shipped_in_queries(self) -> bool:
@@ -92,19 +91,14 @@ class SessionValue:
     @property
     def value(self):
         """The object (loaded once per Python process)."""
-        obj = _LOADED.get(self.name)
-        if obj is None:
-            while len(_LOADED) >= 4:  # keep the few most recent (a fit and its validation)
-                _LOADED.pop(next(iter(_LOADED)))
-            payload = self._payload
-            if payload is None:
-                from pyspark import SparkFiles
-                with open(os.path.join(SparkFiles.getRootDirectory(), self.name), "rb") as f:
-                    payload = f.read()
-            obj = _LOADED[self.name] = cloudpickle.loads(payload)
-        return obj
+        return loaded(self.name, self._read)
+
+    def _read(self) -> bytes:
+        if self._payload is not None:
+            return self._payload
+        with open(os.path.join(SparkFiles.getRootDirectory(), self.name), "rb") as f:
+            return f.read()
 
     def destroy(self) -> None:
-        """Forget the client's copy (Spark Connect has no call that removes an artifact: the file stays in the
-        session's directory until the session ends)."""
-        _LOADED.pop(self.name, None)
+        """Nothing to release (the counterpart of :meth:`CloudBroadcast.destroy`): Spark Connect has no call that
+        removes an artifact, so the file stays in the session's directory until the session ends."""
