@@ -26,7 +26,8 @@ def start_server(log_path: str, master: str = "local[2]"):
     port = _free_port()
     env = dict(os.environ, SPARK_HOME=home, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     env.pop(CONNECT_MODE, None)
-    cmd = [os.path.join(home, "bin", "spark-submit"), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+    cmd = [os.path.join(home, "bin", "spark-submit"),
+           "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
            "--master", master, "--conf", f"spark.connect.grpc.binding.port={port}",
            "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1",
            "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.ui.enabled=false",

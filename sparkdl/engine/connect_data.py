@@ -125,8 +125,8 @@ class ConnectBlocks(PartitionedData):
             starts = range(a, b, per_chunk) if b > a else [a]
             for s, lo in enumerate(starts):
                 hi = min(b, lo + per_chunk)
-                for key, value in (("part", p), ("seq", s), ("n", hi - lo),
-                                   ("x", npy_bytes(x[lo:hi].astype(np.float32, copy=False))), ("y", npy_bytes(y[lo:hi]))):
+                xb = npy_bytes(x[lo:hi].astype(np.float32, copy=False))
+                for key, value in (("part", p), ("seq", s), ("n", hi - lo), ("x", xb), ("y", npy_bytes(y[lo:hi]))):
                     records[key].append(value)
         table = pa.table(records, schema=pa.schema([("part", pa.int32()), ("seq", pa.int32()), ("n", pa.int64()),
                                                     ("x", pa.binary()), ("y", pa.binary())]))

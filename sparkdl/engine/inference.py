@@ -118,7 +118,8 @@ def _partial_states(model, data, metrics, batch_size, integer_labels) -> list:
         bc.destroy()
 
 
-def evaluate(model, data: DataBlocks | ConnectBlocks, metrics, *, batch_size: int = 1024, integer_labels: bool = True) -> dict:
+def evaluate(model, data: DataBlocks | ConnectBlocks, metrics, *, batch_size: int = 1024,
+             integer_labels: bool = True) -> dict:
     """Evaluate ``metrics`` (mergeable accumulators from :mod:`sparkdl.metrics`) on cached blocks.
 
     Each partition accumulates a partial state; the driver merges them, so the result equals computing

@@ -263,7 +263,8 @@ class DriverLoop(Recovery, ShardStates):
         if not self.options.progress:
             return None
         from tqdm.auto import tqdm
-        if self._sc is not None and stop_console_progress_bar(self._sc):  # its "[Stage N:>" lines would overwrite this bar
+        # Spark's "[Stage N:>" lines would overwrite this bar (a Connect client shows none)
+        if self._sc is not None and stop_console_progress_bar(self._sc):
             log.info("sparkdl: stopped Spark's console progress bar for this session (spark.ui.showConsoleProgress); "
                      "sparkdl shows its own")
         total = None

@@ -25,8 +25,8 @@ from sparkdl.engine.plan import local_schedule
 from sparkdl.engine.task_errors import TrainingDivergedError, task_context
 from sparkdl.engine.worker import dropout_rng, local_gradient, task_scope
 
-__all__ = ["FitContext", "IterationContext", "gradient_task", "partition_gradient", "reduce_parts", "reduce_update_task",
-           "reduce_only_task", "square_norm_task", "tensor_norms_task", "FaultInjected", "ShardResults"]
+__all__ = ["FitContext", "IterationContext", "gradient_task", "partition_gradient", "reduce_parts",
+           "reduce_update_task", "reduce_only_task", "square_norm_task", "tensor_norms_task", "FaultInjected", "ShardResults"]
 
 
 class ShardResults(AccumulatorParam):
