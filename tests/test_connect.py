@@ -150,3 +150,23 @@ def test_an_error_in_a_task_reaches_the_client_as_itself(remote):
     with pytest.raises(TrainingDivergedError, match=r"partition \d, epoch 1, iteration 2"):
         trainer.fit(data)
     data.unpersist()
+
+
+def test_partition_blocks_group_by_source_partition_in_seq_order():
+    """A task's input may hold several source partitions' blocks in any order (Spark's placement)."""
+    import pyarrow as pa
+
+    from sparkdl.engine.connect_data import npy_bytes, partition_blocks
+    x = np.arange(20, dtype=np.float32).reshape(10, 2)
+    y = np.arange(10)
+    rows = [(1, 1, x[8:], y[8:]), (0, 0, x[:3], y[:3]), (1, 0, x[5:8], y[5:8]), (0, 1, x[3:5], y[3:5])]
+
+    def batch(rs):
+        return pa.RecordBatch.from_pydict({"part": [r[0] for r in rs], "seq": [r[1] for r in rs],
+                                           "n": [len(r[2]) for r in rs], "x": [npy_bytes(r[2]) for r in rs],
+                                           "y": [npy_bytes(r[3]) for r in rs]})
+    blocks = partition_blocks([batch(rows[:3]), batch(rows[3:])])
+    assert sorted(blocks) == [0, 1]
+    np.testing.assert_array_equal(blocks[0][0], x[:5])
+    np.testing.assert_array_equal(blocks[1][1], y[5:])
+    assert blocks[0][0].dtype == np.float32

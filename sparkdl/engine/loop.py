@@ -156,13 +156,14 @@ class DriverLoop(Recovery, ShardStates):
         sc = self._sc
         g = self.state.iteration
         lr = self._learning_rate()
-        t0 = time.perf_counter()
         if self._connect is not None:
+            t0 = time.perf_counter()
             results = self._connect.step(self.model.flat_parameters, self.model.flat_buffers, epoch, i, g, lr)
             self._apply_results(results, epoch, i, g, lr, sizes, t0, bar)
             return
         sc.setJobDescription(f"sparkdl fit: epoch {epoch + 1}, iteration {i + 1}/{len(sizes)} "
                              f"(global {g + 1})")
+        t0 = time.perf_counter()
         if self._jvm is not None:
             ok, source, loss_sum, norm_sum, _ = self._jvm.step(epoch, i, g, lr)
             if source == 2:
