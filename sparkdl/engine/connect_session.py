@@ -8,6 +8,7 @@ the server refuses artifacts, inside the query's Python function (then once per 
 """
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
@@ -17,7 +18,9 @@ from pyspark import SparkFiles, cloudpickle
 
 from sparkdl.engine.broadcast import loaded
 
-__all__ = ["is_connect", "default_parallelism", "SessionValue", "require_classic"]
+__all__ = ["is_connect", "default_parallelism", "SessionValue"]
+
+log = logging.getLogger("sparkdl.engine")
 
 
 def is_connect(spark) -> bool:
@@ -27,21 +30,6 @@ def is_connect(spark) -> bool:
     """
     module = sys.modules.get("pyspark.sql.connect.session")
     return module is not None and isinstance(spark, module.SparkSession)
-
-
-def require_classic(spark, what: str, instead: str) -> None:
-    """Raise ``ValueError`` naming ``what`` when ``spark`` is a Connect session.
-
-    Parameters
-    ----------
-    what : str
-        The feature that needs a classic session (e.g. ``"jvm_reduce=True"``).
-    instead : str
-        What to do on Connect instead.
-    """
-    if is_connect(spark):
-        raise ValueError(f"{what} needs a classic Spark session (SparkContext, py4j); this is a Spark Connect "
-                         f"session. {instead} (see docs/connect.md)")
 
 
 def default_parallelism(spark) -> int:
@@ -76,7 +64,9 @@ class SessionValue:
             with open(path, "wb") as f:
                 f.write(payload)
             spark.addArtifacts(path, file=True)
-        except Exception:  # noqa: BLE001  (a server without artifact support: ship with each query)
+        except Exception as e:  # noqa: BLE001  (a server without artifact support: ship with each query)
+            log.info("sparkdl: the Spark Connect server refused an artifact (%s: %s); the %d bytes travel inside "
+                     "every query that uses them instead", type(e).__name__, e, len(payload))
             self._payload = payload
         finally:
             if os.path.exists(path):
