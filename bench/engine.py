@@ -19,6 +19,7 @@ The last line printed is one JSON object with every figure.
     python bench/engine.py --partitions 2,100,1000 | --sync-sizes 10M,100M | --large 25M,100M
                                       # only that part (bench/engine_scale.py): partitions scaling and driver
                                       # bytes, multi-block sync vs reduceByKey, large-model training
+    python bench/engine.py --connect  # only: a tiny model's iteration on Spark Connect vs classic (engine_connect.py)
 """
 from __future__ import annotations
 
@@ -298,6 +299,7 @@ def sync(sc, nn, p, repeats, iters, rng) -> dict:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--connect", action="store_true", help="only the Spark Connect vs classic iteration comparison")
     ap.add_argument("--scaling-worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--partitions", default=None, help="only: iteration ms and driver bytes at these partitions")
     ap.add_argument("--sync-sizes", default=None, help="only: sync of these parameter counts (e.g. 10M,100M)")
@@ -305,6 +307,14 @@ def main():
     args = ap.parse_args()
     repeats = 5 if args.quick else 15
     iters = 15 if args.quick else 40
+    if args.connect:
+        from bench.engine_connect import connect_comparison
+        res = connect_comparison(_session("local[2]"), iters)
+        print(f"tiny model iteration: classic {res['classic_tiny_iteration_ms']:.1f} ms (Python reduce "
+              f"{res['classic_python_reduce_ms']:.1f} ms), Spark Connect {res['connect_tiny_iteration_ms']:.1f} ms: "
+              f"{res['ratio_to_classic']:.2f}x classic (target <= 2)")
+        print(json.dumps({"connect": res}))
+        return
     if args.scaling_worker:
         print(json.dumps({"samples_per_s": lenet_samples_per_s(args.scaling_worker, iters, 512)}))
         return

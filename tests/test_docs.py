@@ -9,7 +9,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = ["README.md", os.path.join("docs", "architecture.md"), os.path.join("docs", "data-beyond-memory.md"),
-        os.path.join("docs", "scaling.md")]
+        os.path.join("docs", "scaling.md"), os.path.join("docs", "connect.md")]
 
 
 def _read(path):

@@ -7,9 +7,20 @@ import uuid
 
 from pyspark import cloudpickle
 
-__all__ = ["CloudBroadcast"]
+__all__ = ["CloudBroadcast", "loaded"]
 
 _LOADED: dict = {}
+
+
+def loaded(key: str, load):
+    """The object shipped under ``key``, from ``load()`` (cloudpickle bytes) on first use in this process; the few
+    most recent objects stay loaded (a fit and its validation)."""
+    obj = _LOADED.get(key)
+    if obj is None:
+        while len(_LOADED) >= 4:
+            _LOADED.pop(next(iter(_LOADED)))
+        obj = _LOADED[key] = cloudpickle.loads(load())
+    return obj
 
 
 class CloudBroadcast:
@@ -21,12 +32,7 @@ class CloudBroadcast:
 
     @property
     def value(self):
-        obj = _LOADED.get(self.id)
-        if obj is None:
-            while len(_LOADED) >= 4:  # keep the few most recent (a fit and its validation)
-                _LOADED.pop(next(iter(_LOADED)))
-            obj = _LOADED[self.id] = cloudpickle.loads(self._bc.value)
-        return obj
+        return loaded(self.id, lambda: self._bc.value)
 
     def destroy(self):
         self._bc.destroy()

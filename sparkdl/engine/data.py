@@ -20,7 +20,7 @@ from pyspark import StorageLevel
 
 from sparkdl.jvm import count_on_jvm, jvm_log_level
 
-__all__ = ["DataBlocks", "PartitionSummary", "MAX_PARTITION_BYTES"]
+__all__ = ["DataBlocks", "PartitionedData", "PartitionSummary", "check_arrays", "MAX_PARTITION_BYTES"]
 
 #: Largest raw size (bytes, features and labels) of one partition: a cached partition is one serialized record,
 #: i.e. one JVM byte array (under 2 GiB), and the pickle framing needs a little room.
@@ -122,21 +122,20 @@ def _summarize(partition: int, block) -> PartitionSummary:
         y.dtype.kind if n else None, float(y.min()) if n else None, float(y.max()) if n else None, problem)
 
 
-class DataBlocks:
-    """A cached RDD with exactly one ``(features, labels)`` block per partition, plus its summary.
+class PartitionedData:
+    """What the engine knows of cached training data before a fit: one :class:`PartitionSummary` per partition.
 
     Attributes
     ----------
-    rdd : pyspark.RDD
-        Cached; partition p holds ``(x_p, y_p)`` with ``x_p`` float32 of shape ``(n_p, *feature_shape)``.
     sizes : list of int
         ``n_p`` per partition.
     feature_shape : tuple
         Per-sample feature shape (identical across partitions).
+    label_kind : {'i', 'f', None}
+        ``'f'`` if any partition has float labels.
     """
 
-    def __init__(self, rdd, summaries: list[PartitionSummary]):
-        self.rdd = rdd
+    def __init__(self, summaries: list[PartitionSummary]):
         self.summaries = summaries
         self.sizes = [s.count for s in summaries]
         shapes = {s.feature_shape for s in summaries if s.count}
@@ -151,6 +150,42 @@ class DataBlocks:
     @property
     def num_partitions(self) -> int:
         return len(self.sizes)
+
+
+def check_arrays(where: str, x, y, num_partitions) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, y)`` as arrays, checked before any Spark job: equal lengths, ``num_partitions`` an int >= 1, numeric.
+
+    Raises
+    ------
+    ValueError
+        Naming ``where`` and the argument.
+    """
+    x, y = np.asarray(x), np.asarray(y)
+    if len(x) != len(y):
+        raise ValueError(f"{where}: x has {len(x)} rows but y has {len(y)}")
+    n = num_partitions
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{where}: num_partitions must be an int >= 1, got {n!r}")
+    for name, a in (("x", x), ("y", y)):
+        if a.dtype.kind not in "fiub":
+            raise ValueError(f"{where}: {name} must be numeric, got dtype {a.dtype}")
+    return x, y
+
+
+class DataBlocks(PartitionedData):
+    """A cached RDD with exactly one ``(features, labels)`` block per partition, plus its summary.
+
+    Attributes
+    ----------
+    rdd : pyspark.RDD
+        Cached; partition p holds ``(x_p, y_p)`` with ``x_p`` float32 of shape ``(n_p, *feature_shape)``.
+    sizes, feature_shape, label_kind
+        See :class:`PartitionedData`.
+    """
+
+    def __init__(self, rdd, summaries: list[PartitionSummary]):
+        self.rdd = rdd
+        super().__init__(summaries)
 
     @classmethod
     def from_samples(cls, rdd, storage_level=StorageLevel.MEMORY_AND_DISK) -> "DataBlocks":
@@ -182,15 +217,8 @@ class DataBlocks:
             not numeric, a row has NaN or infinite features (or float labels), naming its partition and row, or
             a partition would exceed :data:`MAX_PARTITION_BYTES` (naming the number of partitions needed).
         """
-        x, y = np.asarray(x), np.asarray(y)
-        if len(x) != len(y):
-            raise ValueError(f"DataBlocks.from_numpy: x has {len(x)} rows but y has {len(y)}")
         n = num_partitions or sc.defaultParallelism
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"DataBlocks.from_numpy: num_partitions must be an int >= 1, got {num_partitions!r}")
-        for name, a in (("x", x), ("y", y)):
-            if a.dtype.kind not in "fiub":
-                raise ValueError(f"DataBlocks.from_numpy: {name} must be numeric, got dtype {a.dtype}")
+        x, y = check_arrays("DataBlocks.from_numpy", x, y, n)
         # Several chunks of <= ~16 MB per partition keep each serialized record small for the JVM;
         # parallelize() gives partition p the p-th run of `pieces` chunks, so row order is kept.
         row_bytes = max(1, x[:1].nbytes)

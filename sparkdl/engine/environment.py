@@ -116,6 +116,10 @@ def collect_reports(sc, session=None) -> list[EnvironmentReport]:
     """The distinct reports of the Python workers reached by one job of ``min(defaultParallelism, MAX_TASKS)``
     tasks (one small job; the testing seam of this module): an RDD job, or with ``session`` (a SparkSession) a
     SQL job through a Python UDF, which reaches the Python workers of DataFrame stages."""
+    if sc is None:  # Spark Connect: no SparkContext, no job description
+        from sparkdl.engine.connect_session import default_parallelism
+        rows = _sql_reports(session, max(1, min(default_parallelism(session), MAX_TASKS)))
+        return [EnvironmentReport(*row) for row in sorted(rows, key=lambda r: tuple(map(str, r)))]
     n = max(1, min(int(sc.defaultParallelism), MAX_TASKS))
     previous = sc.getLocalProperty("spark.job.description")
     sc.setJobDescription("sparkdl: executor environment check")
@@ -177,7 +181,8 @@ def compare_environments(driver: EnvironmentReport, executors) -> tuple[str | No
 
 def check_executor_environment(sc, session=None) -> None:
     """Compare the executors' environment with the driver's, once per application (through the Python workers
-    of SQL jobs when ``session``, a SparkSession, is given: see :func:`collect_reports`).
+    of SQL jobs when ``session``, a SparkSession, is given: see :func:`collect_reports`). On Spark Connect
+    ``sc`` is None and ``session`` the Connect session.
 
     Raises
     ------
@@ -185,7 +190,7 @@ def check_executor_environment(sc, session=None) -> None:
         If sparkdl, Python (major.minor) or numpy (major) differ between the driver and an executor, or sparkdl
         is missing on an executor; the message holds a table of driver vs executor versions.
     """
-    key = sc.applicationId
+    key = sc.applicationId if sc is not None else f"connect:{session.conf.get('spark.app.id')}"
     if key not in _RESULTS:
         error, warning = compare_environments(driver_report(), collect_reports(sc, session))
         if warning:

@@ -6,7 +6,11 @@ from functools import partial
 
 import numpy as np
 
+import pyarrow as pa
+from pyspark import cloudpickle
+
 from sparkdl.engine.broadcast import CloudBroadcast
+from sparkdl.engine.connect_data import ConnectBlocks, partition_blocks
 from sparkdl.engine.data import DataBlocks
 from sparkdl.engine.worker import freeze_worker_heap, task_scope
 
@@ -85,7 +89,37 @@ def _evaluate_partition(bc, batch_size, integer_labels, blocks):
     yield states
 
 
-def evaluate(model, data: DataBlocks, metrics, *, batch_size: int = 1024, integer_labels: bool = True) -> dict:
+class _Shipped:
+    """A value inside the query's function, read like a broadcast (``.value``): Spark Connect has no broadcast."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _evaluate_connect_task(shipped, batch_size, integer_labels, batches):
+    """Every source partition's metric states (pickled) from Arrow batches of a ConnectBlocks frame."""
+    blocks = partition_blocks(batches)
+    for p in sorted(blocks):
+        for states in _evaluate_partition(shipped, batch_size, integer_labels, [blocks[p]]):
+            yield pa.RecordBatch.from_pydict({"part": [p], "states": [cloudpickle.dumps(states)]},
+                                             schema=pa.schema([("part", pa.int32()), ("states", pa.binary())]))
+
+
+def _partial_states(model, data, metrics, batch_size, integer_labels) -> list:
+    """Every partition's metric states, in partition order (an RDD job, or a query on Spark Connect)."""
+    if isinstance(data, ConnectBlocks):
+        fn = partial(_evaluate_connect_task, _Shipped((model, metrics)), batch_size, integer_labels)
+        rows = data.frame.mapInArrow(fn, "part int, states binary").toArrow().to_pylist()
+        return [cloudpickle.loads(r["states"]) for r in sorted(rows, key=lambda r: r["part"])]
+    bc = CloudBroadcast(data.rdd.context, (model, metrics))
+    try:
+        return data.rdd.mapPartitions(partial(_evaluate_partition, bc, batch_size, integer_labels)).collect()
+    finally:
+        bc.destroy()
+
+
+def evaluate(model, data: DataBlocks | ConnectBlocks, metrics, *, batch_size: int = 1024,
+             integer_labels: bool = True) -> dict:
     """Evaluate ``metrics`` (mergeable accumulators from :mod:`sparkdl.metrics`) on cached blocks.
 
     Each partition accumulates a partial state; the driver merges them, so the result equals computing
@@ -100,11 +134,7 @@ def evaluate(model, data: DataBlocks, metrics, *, batch_size: int = 1024, intege
     metrics = list(metrics)
     if not metrics:
         raise ValueError("evaluate: metrics must contain at least one metric")
-    bc = CloudBroadcast(data.rdd.context, (model, metrics))
-    try:
-        parts = data.rdd.mapPartitions(partial(_evaluate_partition, bc, batch_size, integer_labels)).collect()
-    finally:
-        bc.destroy()
+    parts = _partial_states(model, data, metrics, batch_size, integer_labels)
     merged = [m.zero() for m in metrics]
     for states in parts:
         merged = [m.merge(a, b) for m, a, b in zip(metrics, merged, states)]

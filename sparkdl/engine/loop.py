@@ -21,6 +21,8 @@ from sparkdl.chunking import min_blocks
 from sparkdl.engine import tasks
 from sparkdl.engine.allreduce import block_bounds, merge_blocks
 from sparkdl.engine.broadcast import CloudBroadcast
+from sparkdl.engine.connect_data import ConnectBlocks
+from sparkdl.engine.connect_reduce import ConnectAllReduce
 from sparkdl.engine.data import DataBlocks
 from sparkdl.engine.inference import evaluate
 from sparkdl.engine.iteration import run_iteration
@@ -83,11 +85,15 @@ class DriverLoop(Recovery, ShardStates):
         finally:
             if bar is not None:
                 bar.close()
-            self._bc_fit.destroy()
+            if self._bc_fit is not None:
+                self._bc_fit.destroy()
 
     def _set_up(self, data: DataBlocks) -> int:
         """Everything a fit's iterations share: AllReduce blocks, the broadcast :class:`tasks.FitContext`, the
-        reduce (JVM or Python) and the data's executor-local view. Returns the number of blocks K."""
+        reduce (JVM or Python) and the data's executor-local view; on Spark Connect, the Connect transport
+        (:mod:`sparkdl.engine.connect_reduce`). Returns the number of blocks K."""
+        if isinstance(data, ConnectBlocks):
+            return self._set_up_connect(data)
         sc = data.rdd.context
         self._sc = sc
         opts = self.options
@@ -95,21 +101,8 @@ class DriverLoop(Recovery, ShardStates):
         for logger in ("org.apache.spark.api.python.PythonRDD",  # the Python reduce's state RDD
                        "org.apache.spark.rdd.ZippedPartitionsRDD2"):  # the JVM reduce's
             set_jvm_log_level(sc, logger, "ERROR")
-        P = self.model.num_parameters()
-        K = opts.num_blocks or min(data.num_partitions, -(-P // BLOCK_PARAMETERS))
-        K = min(max(K, min_blocks(P)), max(P, 1))  # no gradient record over the chunk limit
-        bounds = block_bounds(P, K)
-        if self.optimizer.layout is None:
-            self.optimizer.configure(self.model.parameter_layout())
-        elif self.optimizer.layout.size != P:
-            raise ValueError(f"DistributedTrainer: the optimizer is configured for {self.optimizer.layout.size} "
-                             f"parameters but the model has {P}")
-        integer_labels = data.label_kind == "i" or opts.num_classes is not None
-        offsets = np.concatenate([[0], np.cumsum(data.sizes)]).astype(np.int64)
-        fit_ctx = tasks.FitContext(self.model.copy(), sum_reduction(self.loss), self.optimizer, bounds, offsets,
-                                   opts.batch_size, opts.seed, opts.shuffle, integer_labels, opts.compress,
-                                   opts.threads_per_task, self._fault_hook,
-                                   f"{sc.applicationId}-{data.rdd.id()}" if opts.local_data_copy else None)
+        K, bounds, fit_ctx = self._fit_context(
+            data, f"{sc.applicationId}-{data.rdd.id()}" if opts.local_data_copy else None)
         self._bc_fit = CloudBroadcast(sc, fit_ctx)
         use_jvm, reason = opts.jvm_reduce, supports(self.optimizer, opts.compress, K)
         if use_jvm is None:
@@ -129,11 +122,47 @@ class DriverLoop(Recovery, ShardStates):
         self._bounds = bounds
         return K
 
+    def _fit_context(self, data, data_key):
+        """``(K, bounds, FitContext)`` of a fit on ``data`` (DataBlocks or ConnectBlocks); configures the optimizer."""
+        opts = self.options
+        P = self.model.num_parameters()
+        K = opts.num_blocks or min(data.num_partitions, -(-P // BLOCK_PARAMETERS))
+        K = min(max(K, min_blocks(P)), max(P, 1))  # no gradient record over the chunk limit
+        bounds = block_bounds(P, K)
+        if self.optimizer.layout is None:
+            self.optimizer.configure(self.model.parameter_layout())
+        elif self.optimizer.layout.size != P:
+            raise ValueError(f"DistributedTrainer: the optimizer is configured for {self.optimizer.layout.size} "
+                             f"parameters but the model has {P}")
+        integer_labels = data.label_kind == "i" or opts.num_classes is not None
+        offsets = np.concatenate([[0], np.cumsum(data.sizes)]).astype(np.int64)
+        fit_ctx = tasks.FitContext(self.model.copy(), sum_reduction(self.loss), self.optimizer, bounds, offsets,
+                                   opts.batch_size, opts.seed, opts.shuffle, integer_labels, opts.compress,
+                                   opts.threads_per_task, self._fault_hook, data_key)
+        return K, bounds, fit_ctx
+
+    def _set_up_connect(self, data: ConnectBlocks) -> int:
+        """:meth:`_set_up` on Spark Connect: no SparkContext, broadcast or JVM reduce (see docs/connect.md)."""
+        if self.options.jvm_reduce:
+            raise ValueError("DistributedTrainer: jvm_reduce=True is not possible on a Spark Connect session (no "
+                             "py4j): use jvm_reduce=None or False; the reduce then runs on the client")
+        self._sc = self._bc_fit = self._local_view = None
+        K, bounds, fit_ctx = self._fit_context(data, None)
+        self._connect = ConnectAllReduce(data, fit_ctx, bounds)
+        self._local_copies_ready = False
+        self._bounds = bounds
+        return K
+
     # ------------------------------------------------------------------ one iteration
     def _step(self, data, epoch, i, sizes, bar):
         sc = self._sc
         g = self.state.iteration
         lr = self._learning_rate()
+        if self._connect is not None:
+            t0 = time.perf_counter()
+            results = self._connect.step(self.model.flat_parameters, self.model.flat_buffers, epoch, i, g, lr)
+            self._apply_results(results, epoch, i, g, lr, sizes, t0, bar)
+            return
         sc.setJobDescription(f"sparkdl fit: epoch {epoch + 1}, iteration {i + 1}/{len(sizes)} "
                              f"(global {g + 1})")
         t0 = time.perf_counter()
@@ -237,7 +266,8 @@ class DriverLoop(Recovery, ShardStates):
         if not self.options.progress:
             return None
         from tqdm.auto import tqdm
-        if stop_console_progress_bar(self._sc):  # its "[Stage N:>" lines would overwrite this bar
+        # Spark's "[Stage N:>" lines would overwrite this bar (a Connect client shows none)
+        if self._sc is not None and stop_console_progress_bar(self._sc):
             log.info("sparkdl: stopped Spark's console progress bar for this session (spark.ui.showConsoleProgress); "
                      "sparkdl shows its own")
         total = None

@@ -20,14 +20,18 @@ __all__ = ["ShardStates"]
 class ShardStates:
     """Mixin of :class:`~sparkdl.engine.DistributedTrainer`: the optimizer state of every block on the executors.
 
-    Uses the trainer's ``model``, ``_sc`` (the SparkContext of the fit) and ``_jvm`` (the JVM reduce, or None);
+    Uses the trainer's ``model``, ``_sc`` (the SparkContext of the fit), ``_jvm`` (the JVM reduce, or None) and
+    ``_connect`` (the Spark Connect transport, :mod:`sparkdl.engine.connect_reduce`, or None);
     holds ``_state_rdd``, ``_state_broadcast`` (the weight broadcast the cached state RDD's closure references)
     and ``_model_stale`` (the JVM reduce holds newer weights than ``model``).
     """
 
     def _set_state_rdd(self, states):
         """Ship shard states to the executors (at the start, on resume and on recovery only); the JVM
-        reduce also takes the model's current weights here."""
+        reduce also takes the model's current weights here. On Spark Connect the states stay on the client."""
+        if self._connect is not None:
+            self._connect.set_states(states)
+            return
         if self._jvm is not None:
             self._jvm.set_states(states)
             self._jvm.set_weights(self.model.flat_parameters, self.model.flat_buffers)
@@ -41,7 +45,10 @@ class ShardStates:
         """Make ``updated`` (cached, partitioned like the gradient blocks, one ``(k, (STATE, state))`` record
         per partition) the optimizer state for the next iteration; release the previous one and its weight
         broadcast, so cached blocks, broadcasts and lineage stay bounded. ``None`` (the end of a fit) also
-        closes the JVM reduce."""
+        closes the JVM reduce (and the Connect transport)."""
+        if updated is None and self._connect is not None:
+            self._connect.close()
+            self._connect = None
         if updated is None and self._jvm is not None:
             self._jvm.close()
             self._jvm = None
@@ -53,6 +60,8 @@ class ShardStates:
 
     def _collect_states(self) -> list:
         """Every shard's state, in block order, gathered to the driver (for snapshots and checkpoints)."""
+        if self._connect is not None:
+            return self._connect.copy_states()
         if self._jvm is not None:
             return self._jvm.states()
         pairs = sorted(self._state_rdd.collect(), key=lambda kv: kv[0])

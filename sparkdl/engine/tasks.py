@@ -26,8 +26,8 @@ from sparkdl.engine.task_errors import TrainingDivergedError, task_context
 from sparkdl.engine.worker import dropout_rng, local_gradient, task_scope
 from sparkdl.step.tree_sum import TreeSum
 
-__all__ = ["FitContext", "IterationContext", "gradient_task", "partition_gradient", "reduce_update_task",
-           "reduce_only_task", "square_norm_task", "tensor_norms_task", "FaultInjected", "ShardResults"]
+__all__ = ["FitContext", "IterationContext", "gradient_task", "partition_gradient", "reduce_parts",
+           "reduce_update_task", "reduce_only_task", "square_norm_task", "tensor_norms_task", "FaultInjected", "ShardResults"]
 
 
 class ShardResults(AccumulatorParam):
@@ -209,13 +209,21 @@ def _reduce(k: int, size: int, records):
         return None, state
     if reduced is not None:  # second pass of a clip_norm iteration: the block was summed in the first
         return reduced, state
+    return reduce_parts(parts, size), state
+
+
+def reduce_parts(parts: list, size: int) -> tuple:
+    """Sum one block's gradient parts ``(p, block, loss_sum, normalizer, extra)`` in the fixed tree over
+    partition ids (:mod:`sparkdl.step.tree_sum`): ``(grad_sum, loss_sum, normalizer_sum, buffer_sum, n)``. The
+    one summation order of every Python reduce (Spark stage 2 and the Connect client alike), the JVM reduce's
+    and the single-process reference's, so their sums are bitwise equal."""
     grad_sum, loss_sum, norm_sum = sum_block(((p, blk, loss, norm) for p, blk, loss, norm, _ in parts), size)
     buffers = TreeSum(lambda a, b: (b[0] if a[0] is None or b[0] is None else a[0] + b[0], a[1] + b[1]))
     for p, *_, extra in sorted(parts, key=lambda part: part[0]):
         if extra is not None:
             buffers.push(p, 0, extra)
     buf, n = buffers.result() or (None, 0)
-    return (grad_sum, loss_sum, norm_sum, buf, n), state
+    return grad_sum, loss_sum, norm_sum, buf, n
 
 
 def _writeable(state: dict) -> dict:

@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 
 from sparkdl.engine.checkpointing import check_checkpoint_dir
+from sparkdl.engine.connect_data import ConnectBlocks
 from sparkdl.engine.data import DataBlocks
 from sparkdl.engine.environment import check_executor_environment
 from sparkdl.engine.jvm_reduce import supports
@@ -137,7 +138,7 @@ class DistributedTrainer(DriverLoop):
         # Testing aid, not an option: a test sets ``hook(stage=, partition=, epoch=, iteration=, attempt=)`` here
         # before calling fit; every task calls it (``FitContext.fault_hook``, :mod:`sparkdl.engine.tasks`).
         self._fault_hook = None
-        self._jvm = None
+        self._jvm = self._connect = self._sc = None
         self.summary: TrainSummary | None = None
         self.state = TrainingState()
         self._state_rdd = self._state_broadcast = None
@@ -152,9 +153,10 @@ class DistributedTrainer(DriverLoop):
 
         Parameters
         ----------
-        train : DataBlocks or pyspark.RDD of (features, label)
-            Training data; an RDD is converted and cached with :meth:`DataBlocks.from_samples`.
-        validation : DataBlocks or RDD, optional
+        train : DataBlocks, ConnectBlocks or pyspark.RDD of (features, label)
+            Training data; an RDD is converted and cached with :meth:`DataBlocks.from_samples`. ConnectBlocks
+            (:mod:`sparkdl.engine.connect_data`) train on a Spark Connect session (docs/connect.md).
+        validation : DataBlocks, ConnectBlocks or RDD, optional
             Evaluated with ``validation_metrics`` whenever ``validation_trigger`` fires.
         resume : bool
             Continue from the latest checkpoint in ``checkpoint_dir`` (model, optimizer state, schedule,
@@ -177,10 +179,17 @@ class DistributedTrainer(DriverLoop):
         """
         for name, obj in (("model", self.model), ("loss", self.loss), ("optimizer", self.optimizer)):
             check_shippable(obj, name, "DistributedTrainer.fit")
-        check_executor_environment(train.rdd.context if isinstance(train, DataBlocks) else train.context)
-        data = train if isinstance(train, DataBlocks) else DataBlocks.from_samples(train)
-        val = validation if validation is None or isinstance(validation, DataBlocks) else \
-            DataBlocks.from_samples(validation)
+        if isinstance(train, ConnectBlocks):
+            check_executor_environment(None, train.session)
+            if validation is not None and not isinstance(validation, ConnectBlocks):
+                raise TypeError("DistributedTrainer.fit: on Spark Connect the validation data must be ConnectBlocks "
+                                f"too, got {type(validation).__name__}")
+            data, val = train, validation
+        else:
+            check_executor_environment(train.rdd.context if isinstance(train, DataBlocks) else train.context)
+            data = train if isinstance(train, DataBlocks) else DataBlocks.from_samples(train)
+            val = validation if validation is None or isinstance(validation, DataBlocks) else \
+                DataBlocks.from_samples(validation)
         data.check_labels(self.options.num_classes)
         if val is not None:
             val.check_labels(self.options.num_classes)
@@ -195,7 +204,8 @@ class DistributedTrainer(DriverLoop):
         finally:
             self.summary.close()
             self._replace_state_rdd(None)
-            data.rdd.context.setJobDescription(None)  # do not label the caller's later jobs
+            if self._sc is not None:
+                self._sc.setJobDescription(None)  # do not label the caller's later jobs
         return self.summary
 
     # ------------------------------------------------------------------ setup

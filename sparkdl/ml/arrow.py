@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from sparkdl.engine.connect_data import npy_bytes, npy_load
 from sparkdl.ml.tokens import decode_tokens
 
 __all__ = ["FeatureSpec", "decode_features", "decode_labels", "dense_vectors", "doubles", "npy_bytes", "npy_load",
@@ -256,15 +257,3 @@ def dense_vectors(m: np.ndarray) -> pa.StructArray:
         [pa.array(np.ones(n, np.int8)), pa.nulls(n, pa.int32()), pa.nulls(n, fields[2].type), values],
         fields=fields)
 
-
-def npy_bytes(a: np.ndarray) -> bytes:
-    """``a`` in ``.npy`` format (no pickle)."""
-    import io
-    buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
-    return buf.getvalue()
-
-
-def npy_load(b: bytes) -> np.ndarray:
-    import io
-    return np.load(io.BytesIO(b), allow_pickle=False)

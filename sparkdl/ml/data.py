@@ -15,6 +15,8 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import functions as F
 
+from sparkdl.engine.connect_data import BLOCKS_SCHEMA, ConnectBlocks
+from sparkdl.engine.connect_session import is_connect
 from sparkdl.engine.data import DataBlocks
 from sparkdl.ml.arrow import FeatureSpec, decode_features, decode_labels, npy_bytes, npy_load
 from sparkdl.ml.packing import packed_features
@@ -56,6 +58,26 @@ def _convert(spec: FeatureSpec, label: LabelSpec, batches):
                                          names=["x", "y"])
 
 
+def _convert_keyed(spec: FeatureSpec, label: LabelSpec, batches):
+    """:func:`_convert` for Spark Connect: each block row also names its source partition (this task's partition
+    id), its position and its row count (:data:`sparkdl.engine.connect_data.BLOCKS_SCHEMA`); an empty partition
+    gives one empty block, so every source partition is known."""
+    from pyspark import TaskContext
+    part = TaskContext.get().partitionId()
+    seq = -1
+    for seq, block in enumerate(_convert(spec, label, batches)):
+        n = len(npy_load(block.column(1)[0].as_py()))
+        yield pa.RecordBatch.from_arrays([pa.array([part], pa.int32()), pa.array([seq], pa.int32()),
+                                          pa.array([n], pa.int64()), block.column(0), block.column(1)],
+                                         names=["part", "seq", "n", "x", "y"])
+    if seq < 0:
+        empty = (np.zeros((0, *spec.sample_shape), np.float32), np.zeros((0, *label.shape), label.dtype))
+        yield pa.RecordBatch.from_arrays([pa.array([part], pa.int32()), pa.array([0], pa.int32()),
+                                          pa.array([0], pa.int64())] +
+                                         [pa.array([npy_bytes(a)], pa.binary()) for a in empty],
+                                         names=["part", "seq", "n", "x", "y"])
+
+
 def _decode(row):
     return npy_load(row[0]), npy_load(row[1])
 
@@ -70,15 +92,19 @@ def repartition(df, num_partitions: int):
     4 partitions, up to float summation order. (Range partitioning may make fewer partitions than asked when
     there are fewer rows than partitions.) ``df`` is returned as is when it already has ``num_partitions``.
     """
-    if df.rdd.getNumPartitions() == num_partitions:
-        return df
+    if not is_connect(df.sparkSession) and df.rdd.getNumPartitions() == num_partitions:
+        return df  # (Spark Connect has no RDDs: there the rows are always range-partitioned)
     index = "__sparkdl_row_index"
     indexed = df.withColumn(index, F.monotonically_increasing_id())
     return indexed.repartitionByRange(num_partitions, index).sortWithinPartitions(index).drop(index)
 
 
-def to_blocks(df, spec: FeatureSpec, feature_cols: list, label: LabelSpec, label_col) -> DataBlocks:
-    """Convert ``df`` (already filtered and partitioned) to cached blocks, one per partition.
+def to_blocks(df, spec: FeatureSpec, feature_cols: list, label: LabelSpec, label_col,
+              num_partitions: int | None = None) -> DataBlocks | ConnectBlocks:
+    """Convert ``df`` (already filtered and partitioned) to cached blocks, one per partition (on Spark Connect:
+    :class:`~sparkdl.engine.connect_data.ConnectBlocks`, source partition ``p`` being ``df``'s partition ``p``,
+    which needs ``num_partitions``; vector and array columns take the plain Arrow path there, as the JVM bridge
+    cannot be reached).
 
     Parameters
     ----------
@@ -101,6 +127,9 @@ def to_blocks(df, spec: FeatureSpec, feature_cols: list, label: LabelSpec, label
         From :meth:`DataBlocks.from_blocks`, naming partition and row, if a block holds NaN/inf (which the
         SQL checks of :mod:`sparkdl.ml.validation` exclude beforehand).
     """
+    if is_connect(df.sparkSession):
+        frame = df.select(*feature_cols, label_col).mapInArrow(partial(_convert_keyed, spec, label), BLOCKS_SCHEMA)
+        return ConnectBlocks.from_frame(frame, num_partitions)
     spec, feature_cols = packed_features(df.sparkSession.sparkContext, spec, feature_cols, df.schema)
     arrow = df.select(*feature_cols, label_col).mapInArrow(partial(_convert, spec, label), "x binary, y binary")
     return DataBlocks.from_blocks(arrow.rdd.map(_decode, preservesPartitioning=True))

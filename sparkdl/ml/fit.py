@@ -30,6 +30,7 @@ from pyspark.ml import Estimator
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType
 
+from sparkdl.engine.connect_session import default_parallelism, is_connect
 from sparkdl.engine.environment import check_executor_environment
 from sparkdl.engine.shipping import check_shippable
 from sparkdl.ml import validation as V
@@ -115,7 +116,12 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
         if fshape or kind == "scalar":  # the per-row input shape is known without looking at the data
             self._probe(net, fshape or (len(cols),), lkind, stage, "featureShape" if fshape else "featuresCols")
 
-        check_executor_environment(dataset.sparkSession.sparkContext)  # the first job; once per application
+        session = dataset.sparkSession
+        connect = is_connect(session)
+        if connect:  # the first job; once per application
+            check_executor_environment(None, session)
+        else:
+            check_executor_environment(session.sparkContext)
         # One aggregation job per DataFrame: counts of bad rows (raised at once in error mode) + shape statistics.
         stats = [self._phase1(df, name, kind, cols, lkind, lname, fshape, stage, tokens[1] if tokens else None)
                  for name, df in frames]
@@ -133,15 +139,16 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
             probe_loss(net, train_loss, spec.sample_shape, train_label, stage, lname, "use a sparkdl loss")
         trainer = self._trainer(net, train_loss, task.metrics if val_df is not None else (),
                                 None if self._weighted() else task.num_classes)
-        n = self._value(self.numPartitions) or dataset.sparkSession.sparkContext.defaultParallelism
-        train = self._blocks(repartition(train_df, n), spec, train_label, lname, lkind, label_col)
+        n = self._value(self.numPartitions) or (default_parallelism(session) if connect else
+                                                  session.sparkContext.defaultParallelism)
+        train = self._blocks(repartition(train_df, n), spec, train_label, lname, lkind, label_col, n)
         val = None
         try:
             if train.num_samples == 0:
                 raise ValueError(f"{stage}: no training rows" + (" left after skipping invalid rows"
                                                                   if handle != "error" else ""))
             if val_df is not None:
-                val = self._blocks(repartition(val_df, n), spec, task.label, lname, lkind)
+                val = self._blocks(repartition(val_df, n), spec, task.label, lname, lkind, None, n)
                 if val.num_samples == 0:
                     raise ValueError(f"{stage}: the validation data has no rows" +
                                      (" left after skipping invalid rows" if handle != "error" else ""))
@@ -181,9 +188,9 @@ class DLEstimatorBase(Estimator, DLEstimatorParams, EstimatorSetters, DLWritable
                      directory)
         return bool(found)
 
-    def _blocks(self, df, spec, label, lname, lkind, label_col=None):
+    def _blocks(self, df, spec, label, lname, lkind, label_col=None, num_partitions=None):
         return to_blocks(df, spec, V.feature_exprs(spec.kind, spec.columns, df.schema), label,
-                         V.label_expr(lkind, lname, df.schema) if label_col is None else label_col)
+                         V.label_expr(lkind, lname, df.schema) if label_col is None else label_col, num_partitions)
 
     def _weighted(self) -> bool:
         return bool(self._value(self.weightCol)) or bool(self._class_weight_values())

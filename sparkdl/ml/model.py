@@ -12,6 +12,7 @@ from pyspark.ml import Model
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
+from sparkdl.engine.connect_session import SessionValue, is_connect
 from sparkdl.engine.environment import check_executor_environment
 from sparkdl.ml import validation as V
 from sparkdl.ml.arrow import FeatureSpec
@@ -204,25 +205,31 @@ class DLModelBase(Model, DLParams, DLWritable, DLReadable):
                              f"{math.prod(sample)} values per row (featureShape {list(sample)})")
         return FeatureSpec(kind, cols, (math.prod(sample),), sample)
 
-    def _broadcast(self, sc):
+    def _broadcast(self, sc, session=None):
+        """The network, shipped once per SparkContext (a broadcast) or, on Spark Connect (``sc`` None), once per
+        Connect session (a session artifact, :class:`~sparkdl.engine.connect_session.SessionValue`)."""
         from sparkdl.engine.broadcast import CloudBroadcast
-        if self._bc is None or self._bc[0] is not sc:
-            self._bc = (sc, CloudBroadcast(sc, self._network))
+        owner = sc if sc is not None else session
+        if self._bc is None or self._bc[0] is not owner:
+            self._bc = (owner, CloudBroadcast(sc, self._network) if sc is not None else
+                        SessionValue(session, self._network))
         return self._bc[1]
 
-    def _output_columns(self, sc, schema, spec, handle, fields, stage) -> tuple:
+    def _output_columns(self, sc, schema, spec, handle, fields, stage, session=None) -> tuple:
         """The output columns of :meth:`_transform`: the fields of one Arrow UDF call as Columns (the UDF is
         deterministic, so Spark evaluates it once per row however many of its fields are selected). Columns resolve
         by name in whatever DataFrame selects them, so they are kept while what they depend on is unchanged (the
         SparkContext's broadcast, the Params, the feature columns' types); building them takes ~40 py4j calls."""
-        bc, post = self._broadcast(sc), self._postprocess_fn()
+        bc, post = self._broadcast(sc, session), self._postprocess_fn()
         rtype = StructType([StructField(f, t) for _, f, t in fields])
         key = (bc, spec, tuple(schema[c].dataType.json() for c in spec.columns), self.getInferenceBatchSize(),
                handle, tuple((out, f) for out, f, _ in fields), post, rtype.json(), stage)
         cached = self._outputs  # one read: another thread may replace it meanwhile
         if cached is None or cached[0] != key:
             error = None if handle == "keep" else invalid_row_message(stage, spec, "{row}")
-            spec, exprs = packed_features(sc, spec, V.feature_exprs(spec.kind, spec.columns, schema), schema, error)
+            exprs = V.feature_exprs(spec.kind, spec.columns, schema)
+            if sc is not None:  # the JVM bridge packs vectors and arrays (not reachable on Spark Connect)
+                spec, exprs = packed_features(sc, spec, exprs, schema, error)
             result = predict_column(bc, spec, self.getInferenceBatchSize(), handle, [f for _, f, _ in fields], post,
                                     rtype, stage)(*exprs)
             cached = self._outputs = (key, tuple(result.getField(f).alias(out) for out, f, _ in fields))
@@ -240,7 +247,9 @@ class DLModelBase(Model, DLParams, DLWritable, DLReadable):
             if out in schema.fieldNames():
                 raise ValueError(f"{stage}: output column {out!r} already exists; set the output column Params "
                                  "(predictionCol, ...) to new names")
-        check_executor_environment(dataset.sparkSession.sparkContext, dataset.sparkSession)
+        session = dataset.sparkSession
+        sc = None if is_connect(session) else session.sparkContext
+        check_executor_environment(sc, session)
         handle = self.getHandleInvalid()
         df = dataset
         if handle == "skip":
@@ -251,5 +260,4 @@ class DLModelBase(Model, DLParams, DLWritable, DLReadable):
                 bad = bad | c.predicate
             df = df.filter(~bad)
         # one select, one analysis; "*" keeps duplicate input names working
-        return df.select("*", *self._output_columns(dataset.sparkSession.sparkContext, schema, spec, handle, fields,
-                                                    stage))
+        return df.select("*", *self._output_columns(sc, schema, spec, handle, fields, stage, session))
