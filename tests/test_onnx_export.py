@@ -51,11 +51,21 @@ ALL_LAYERS = nn.Sequential(
 
 CASES = [(name, make, shape) for name, make, shape in [
     ("lenet5", models.lenet5, (1, 28, 28)), ("mlp", lambda: models.mlp(dropout=0.1), (784,)),
-    ("small_cnn", models.small_cnn, (3, 32, 32)), ("all-layers", lambda: ALL_LAYERS.copy(), (3, 6, 6))]]
+    ("small_cnn", models.small_cnn, (3, 32, 32)), ("all-layers", lambda: ALL_LAYERS.copy(), (3, 6, 6)),
+    ("resnet18", lambda: models.resnet18(10), (3, 32, 32)), ("resnet50", lambda: models.resnet50(10), (3, 32, 32)),
+    ("resnet20", models.resnet20, (3, 32, 32)), ("mobilenet_v2", lambda: models.mobilenet_v2(10), (3, 32, 32)),
+    ("mobilenet_v3_small", lambda: models.mobilenet_v3_small(10), (3, 32, 32)),
+    ("vgg11_bn", lambda: models.vgg11_bn(10, hidden=64, pool_size=1), (3, 32, 32)),
+    ("squeezenet1_1", lambda: models.squeezenet1_1(10), (3, 32, 32))]]
+#: zoo models exported elsewhere or not at all, and why
+NOT_HERE = {"resnet34": "ResNet-18's blocks, more of them",
+            "ncf": "two int64 inputs: tests/test_onnx_zoo_models.py exports it",
+            "rnn_classifier": "nn.SequenceLengths (its first layer) has no ONNX exporter",
+            "bert_mini": "BertClassifier has no ONNX exporter"}
 
 
 def test_every_model_in_sparkdl_models_is_covered():
-    assert set(models.MODELS) <= {name for name, _, _ in CASES}
+    assert set(models.MODELS) <= {name for name, _, _ in CASES} | set(NOT_HERE)
 
 
 @pytest.mark.parametrize("name, make, shape", CASES, ids=[c[0] for c in CASES])

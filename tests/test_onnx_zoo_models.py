@@ -97,3 +97,17 @@ def test_reshape_holding_the_dynamic_axis_whole_and_splitting_it_again():
 def test_reshapes_that_mix_samples_are_still_refused_naming_the_node(target, seq_first, match):
     with pytest.raises(sonnx.OnnxImportError, match=match):
         sonnx.load(_reshape_model(target, seq_first, out=[f"d{i}" for i in range(len(target))]))
+
+
+def test_ncf_exports_with_two_id_inputs_for_onnxruntime(tmp_path):
+    """sparkdl -> ONNX -> onnxruntime for the two-input recommender (Gather of each table, Mul, Concat, Gemm)."""
+    ort = pytest.importorskip("onnxruntime")
+    from sparkdl import models
+    model = models.ncf(**SHAPES["ncf"]["kwargs"]).initialize(0)
+    path = sonnx.save(model, tmp_path / "ncf.onnx", input_shape=[(), ()])
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for batch in (2, 5):
+        xs = example_inputs("ncf", batch=batch, seed=batch)
+        (y,) = session.run(None, {i.name: x for i, x in zip(session.get_inputs(), xs)})
+        np.testing.assert_allclose(y, model(xs), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(sonnx.load(path)(xs), model(xs), rtol=1e-6, atol=1e-7)

@@ -6,17 +6,9 @@ from __future__ import annotations
 import numbers
 
 from sparkdl import nn
+from sparkdl.nn._checks import check_bool, check_positive_int as check_int
 
-__all__ = ["check_int", "check_probability", "check_choice", "check_widths", "chain", "conv_bn"]
-
-
-def check_int(builder: str, arg: str, value, minimum: int = 1) -> int:
-    """``value`` as an int >= ``minimum``; TypeError/ValueError naming ``builder`` and ``arg`` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{builder}: {arg} must be an int, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"{builder}: {arg} must be >= {minimum}, got {value}")
-    return int(value)
+__all__ = ["check_int", "check_bool", "check_probability", "check_choice", "check_widths", "chain", "conv_bn"]
 
 
 def check_probability(builder: str, arg: str, value) -> float:

@@ -4,7 +4,7 @@ with attributes ``embedding``, ``rnn``, ``fc``)."""
 from __future__ import annotations
 
 from sparkdl import nn
-from sparkdl.models._blocks import check_choice, check_int
+from sparkdl.models._blocks import check_bool, check_choice, check_int
 
 __all__ = ["rnn_classifier"]
 
@@ -54,8 +54,7 @@ def rnn_classifier(vocab: int, embed: int, hidden: int, num_classes: int = 2, ce
     vocab, embed, hidden = check_int(b, "vocab", vocab), check_int(b, "embed", embed), check_int(b, "hidden", hidden)
     num_classes, num_layers = check_int(b, "num_classes", num_classes), check_int(b, "num_layers", num_layers)
     cell = check_choice(b, "cell", cell, tuple(_CELLS))
-    if not isinstance(bidirectional, bool):
-        raise TypeError(f"{b}: bidirectional must be a bool, got {type(bidirectional).__name__}")
+    bidirectional = check_bool(b, "bidirectional", bidirectional)
     directions = 2 if bidirectional else 1
     return nn.Graph("ids", [
         ("lengths", nn.SequenceLengths(), "ids"),
