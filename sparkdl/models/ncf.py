@@ -31,7 +31,8 @@ def ncf(num_users: int, num_items: int, factors: int = 8, mlp_layers=(64, 32, 16
     - output: (N, 1) logits
 
     ``(num_users + num_items) * (factors + mlp_layers[0] // 2)`` embedding parameters (the large tables) plus
-    the MLP's and ``factors + mlp_layers[-1] + 1`` for ``predict``.
+    the MLP's and ``factors + mlp_layers[-1] + 1`` for ``predict``: 122,633 for 1,000 users, 2,000 items and
+    the defaults.
 
     Raises
     ------
