@@ -70,9 +70,10 @@ def test_state_dict_and_parameter_count_match_the_torch_twin(name):
     model, tm = models.MODELS[name](**kwargs), TORCH_ZOO[name](**kwargs)
     assert [n for n, _ in model.named_parameters()] == [n for n, _ in tm.named_parameters()]  # same order
     assert [n for n, _ in model.named_buffers()] == [n for n, _ in tm.named_buffers()]
-    assert set(model.state_dict()) == set(tm.state_dict())
-    for key, value in tm.state_dict().items():
-        assert model.state_dict()[key].shape == tuple(value.shape), key
+    ours, theirs = model.state_dict(), tm.state_dict()
+    assert set(ours) == set(theirs)
+    for key, value in theirs.items():
+        assert ours[key].shape == tuple(value.shape), key
     assert model.num_parameters() == sum(p.numel() for p in tm.parameters())
 
 
