@@ -24,7 +24,7 @@ Measured:
   (:func:`sparkdl.step.task_gradient_sum` + the optimizer's update) on the imported training file;
 * inference: the eval forward (PyTorch under ``inference_mode``).
 
-Shapes and batches (per-row input shapes from ``SHAPES[name]``): ImageNet networks (native size 224) infer at
+Shapes and batches (per-row input shapes from ``bench/zoo_sides.py`` ``BENCH[name]``): ImageNet networks (native size 224) infer at
 8x3x224x224 and train at 32x3x64x64; CIFAR networks (size 32) infer at 128x3x32x32 and train at 64x3x32x32;
 sequence models (``tokens``: int64 ids (N, T) plus a 1/0 padding mask if the model takes one) at batch 32 of
 ``seq`` tokens (BERT-mini: 128); recommenders (``ids``) at batch 1024 (bench/zoo_sides.py ``IMAGE_BENCH``, ...).

@@ -32,7 +32,22 @@ __all__ = ["export", "torch_worker", "ort_worker", "sparkdl_worker", "LR", "MOME
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LR, MOMENTUM = 1e-4, 0.9  # SGD of the training step, both libraries (small: repeated steps on one batch stay tame)
 
-#: Benchmark sizes by an image network's native resolution (``SHAPES[name]["size"]``): (inference size, batch),
+#: The benchmark's input per zoo model and the builder arguments that go with it (the tests' ``SHAPES`` are small
+#: test inputs): ImageNet layouts at their native 224, the CIFAR ResNet at 32, BERT-mini with a padding mask at 128
+#: tokens (BERT's 30,522-word vocabulary), the text classifier at 64 tokens of a 20,000-word vocabulary, NeuMF
+#: with MovieLens-20M's 138,493 users and 26,744 items.
+BENCH = {
+    **{name: dict(input="image", size=224, kwargs={}) for name in (
+        "resnet18", "resnet34", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "vgg11_bn", "squeezenet1_1")},
+    "resnet20": dict(input="image", size=32, kwargs={}),
+    "bert_mini": dict(input="tokens", vocab=30522, seq=128, mask=True, kwargs=dict(max_length=128)),
+    "rnn_classifier": dict(input="tokens", vocab=20000, seq=64,
+                           kwargs=dict(vocab=20000, embed=128, hidden=128, cell="gru", bidirectional=True)),
+    "ncf": dict(input="ids", cardinalities=(138493, 26744),
+                kwargs=dict(num_users=138493, num_items=26744, factors=32, mlp_layers=(128, 64, 32))),
+}
+
+#: Benchmark sizes by an image network's native resolution (``BENCH[name]["size"]``): (inference size, batch),
 #: (training size, batch). ImageNet networks are served at 224x224 and trained here at 64x64; CIFAR networks at 32.
 IMAGE_BENCH = {224: ((224, 8), (64, 32)), 32: ((32, 128), (32, 64))}
 TOKEN_BATCH, IDS_BATCH = (32, 32), (1024, 1024)  # (inference, training) batch of sequence and recommender models
@@ -53,7 +68,7 @@ def _plan(shape):
     if kind == "ids":
         row = [("int64", (), c) for c in shape["cardinalities"]]
         return row, row, *IDS_BATCH
-    raise ValueError(f"SHAPES input kind must be 'image', 'tokens' or 'ids', got {kind!r}")
+    raise ValueError(f"BENCH input kind must be 'image', 'tokens' or 'ids', got {kind!r}")
 
 
 def _inputs(row_specs, batch, seed):
@@ -88,9 +103,9 @@ def _torch_model(name, exchange=None):
     as the exports have none), with ``state.pt``'s weights when ``exchange`` is given."""
     import torch
     sys.path.insert(0, ROOT)  # the repository: tests/zoo_torch.py imports tests.zoo_cnn
-    from tests.zoo_torch import SHAPES, TORCH_ZOO
+    from tests.zoo_torch import TORCH_ZOO
     torch.manual_seed(0)
-    model = TORCH_ZOO[name]()
+    model = TORCH_ZOO[name](**BENCH[name]["kwargs"])
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for m in model.modules():
@@ -101,7 +116,7 @@ def _torch_model(name, exchange=None):
                 m.p = 0.0
     if exchange is not None:
         model.load_state_dict(torch.load(os.path.join(exchange, "state.pt")))
-    return model, SHAPES[name]
+    return model, BENCH[name]
 
 
 def _export_file(model, args, path, dynamo, keep_batchnorm):

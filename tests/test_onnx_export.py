@@ -51,20 +51,31 @@ ALL_LAYERS = nn.Sequential(
 
 CASES = [(name, make, shape) for name, make, shape in [
     ("lenet5", models.lenet5, (1, 28, 28)), ("mlp", lambda: models.mlp(dropout=0.1), (784,)),
-    ("small_cnn", models.small_cnn, (3, 32, 32)), ("all-layers", lambda: ALL_LAYERS.copy(), (3, 6, 6))]]
+    ("small_cnn", models.small_cnn, (3, 32, 32)), ("all-layers", lambda: ALL_LAYERS.copy(), (3, 6, 6)),
+    ("resnet20", models.resnet20, (3, 32, 32)), ("mobilenet_v2", lambda: models.mobilenet_v2(10), (3, 32, 32)),
+    ("mobilenet_v3_small", lambda: models.mobilenet_v3_small(10), (3, 32, 32)),
+    ("squeezenet1_1", lambda: models.squeezenet1_1(10), (3, 32, 32))]]
+#: zoo models exported elsewhere or not at all, and why (the large ones take ~5-10 s each for the same layers)
+NOT_HERE = {"resnet18": "ResNet-20's layers and blocks (plus the 7x7 stem and max pool of small_cnn's kinds)",
+            "resnet34": "ResNet-18's blocks, more of them", "resnet50": "ResNet-20's layers in bottleneck blocks",
+            "vgg11_bn": "small_cnn's layers with BatchNorm2d (in ResNet-20)",
+            "ncf": "two int64 inputs: tests/test_onnx_zoo_models.py exports it",
+            "rnn_classifier": "nn.SequenceLengths (its first layer) has no ONNX exporter",
+            "bert_mini": "BertClassifier has no ONNX exporter"}
 
 
 def test_every_model_in_sparkdl_models_is_covered():
-    assert set(models.MODELS) <= {name for name, _, _ in CASES}
+    assert set(models.MODELS) <= {name for name, _, _ in CASES} | set(NOT_HERE)
 
 
 @pytest.mark.parametrize("name, make, shape", CASES, ids=[c[0] for c in CASES])
 def test_onnxruntime_matches_sparkdl(tmp_path, name, make, shape):
     model = _randomize_buffers(make().initialize(0))
     path = sonnx.save(model, tmp_path / f"{name}.onnx", input_shape=shape)
-    onnx.checker.check_model(onnx.load(path), full_check=True)
+    proto = onnx.load(path)
+    onnx.checker.check_model(proto, full_check=True)
     x = np.random.default_rng(1).standard_normal((3, *shape)).astype(np.float32)
-    (y,) = _run(path, {"input": x})
+    (y,) = _run(path, {proto.graph.input[0].name: x})  # "input", or a Graph's input name
     np.testing.assert_allclose(y, model(x), rtol=1e-5, atol=1e-5)
     back = sonnx.load(path)  # and back: same keys, same outputs
     assert list(back.state_dict()) == list(model.state_dict())

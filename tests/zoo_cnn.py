@@ -24,9 +24,9 @@ def make_divisible(v: float, divisor: int = 8, min_value: int | None = None) -> 
 class ConvNormActivation(nn.Sequential):
     """Conv2d (no bias) - BatchNorm2d - activation, ``padding = (k - 1) // 2``."""
 
-    def __init__(self, cin, cout, kernel_size=3, stride=1, groups=1, activation=nn.ReLU6):
+    def __init__(self, cin, cout, kernel_size=3, stride=1, groups=1, activation=nn.ReLU6, norm=nn.BatchNorm2d):
         layers = [nn.Conv2d(cin, cout, kernel_size, stride, (kernel_size - 1) // 2, groups=groups, bias=False),
-                  nn.BatchNorm2d(cout, eps=1e-3 if activation is nn.Hardswish else 1e-5)]
+                  norm(cout)]
         if activation is not None:
             layers.append(activation())
         super().__init__(*layers)
@@ -55,11 +55,11 @@ class MobileNetV2(nn.Module):
     SETTING = [[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 3, 2], [6, 64, 4, 2], [6, 96, 3, 1], [6, 160, 3, 2],
                [6, 320, 1, 1]]  # t (expansion), c (channels), n (blocks), s (first stride)
 
-    def __init__(self, num_classes=1000, width_mult=1.0, dropout=0.2, setting=None):
+    def __init__(self, num_classes=1000, width_mult=1.0, dropout=0.2, setting=None, in_channels=3):
         super().__init__()
         cin = make_divisible(32 * width_mult)
         self.last_channel = make_divisible(1280 * max(1.0, width_mult))
-        features = [ConvNormActivation(3, cin, stride=2)]
+        features = [ConvNormActivation(in_channels, cin, stride=2)]
         for t, c, n, s in setting or self.SETTING:
             cout = make_divisible(c * width_mult)
             for i in range(n):
@@ -90,17 +90,21 @@ class SqueezeExcitation(nn.Module):
         return scale * x
 
 
+#: MobileNetV3's BatchNorm (torchvision: eps 0.001, momentum 0.01 in every block).
+V3_NORM = partial(nn.BatchNorm2d, eps=1e-3, momentum=0.01)
+
+
 class InvertedResidualV3(nn.Module):
     """MobileNetV3 block: expansion, depthwise k x k, optional squeeze-excitation (Hardsigmoid), projection."""
 
     def __init__(self, cin, k, exp, cout, use_se, act, stride):
         super().__init__()
         self.use_res_connect = stride == 1 and cin == cout
-        layers = [ConvNormActivation(cin, exp, 1, activation=act)] if exp != cin else []
-        layers.append(ConvNormActivation(exp, exp, k, stride, groups=exp, activation=act))
+        layers = [ConvNormActivation(cin, exp, 1, activation=act, norm=V3_NORM)] if exp != cin else []
+        layers.append(ConvNormActivation(exp, exp, k, stride, groups=exp, activation=act, norm=V3_NORM))
         if use_se:
             layers.append(SqueezeExcitation(exp, make_divisible(exp // 4), scale_activation=nn.Hardsigmoid))
-        layers.append(ConvNormActivation(exp, cout, 1, activation=None))
+        layers.append(ConvNormActivation(exp, cout, 1, activation=None, norm=V3_NORM))
         self.block = nn.Sequential(*layers)
 
     def forward(self, x):
@@ -109,7 +113,7 @@ class InvertedResidualV3(nn.Module):
 
 
 class MobileNetV3Small(nn.Module):
-    """torchvision's ``mobilenet_v3_small`` (width 1.0, BatchNorm eps 1e-3, dropout 0.2); ``setting`` replaces
+    """torchvision's ``mobilenet_v3_small`` (width 1.0, BatchNorm eps 1e-3 and momentum 0.01, dropout 0.2); ``setting`` replaces
     the table of blocks (the last convolution widens to 6x the last block's channels, 576 in the full net)."""
 
     # input channels, kernel, expanded channels, output channels, SE, activation (HS: Hardswish), stride
@@ -118,13 +122,13 @@ class MobileNetV3Small(nn.Module):
                (40, 5, 120, 48, True, "HS", 1), (48, 5, 144, 48, True, "HS", 1), (48, 5, 288, 96, True, "HS", 2),
                (96, 5, 576, 96, True, "HS", 1), (96, 5, 576, 96, True, "HS", 1)]
 
-    def __init__(self, num_classes=1000, dropout=0.2, setting=None):
+    def __init__(self, num_classes=1000, dropout=0.2, setting=None, in_channels=3):
         super().__init__()
-        features = [ConvNormActivation(3, 16, 3, 2, activation=nn.Hardswish)]
+        features = [ConvNormActivation(in_channels, 16, 3, 2, activation=nn.Hardswish, norm=V3_NORM)]
         for cin, k, exp, cout, se, act, s in setting or self.SETTING:
             features.append(InvertedResidualV3(cin, k, exp, cout, se, nn.Hardswish if act == "HS" else nn.ReLU, s))
         last = 6 * cout  # 576 for the full table
-        features.append(ConvNormActivation(cout, last, 1, activation=nn.Hardswish))
+        features.append(ConvNormActivation(cout, last, 1, activation=nn.Hardswish, norm=V3_NORM))
         self.features = nn.Sequential(*features)
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Sequential(nn.Linear(last, 1024), nn.Hardswish(), nn.Dropout(dropout),

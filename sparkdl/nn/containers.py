@@ -25,8 +25,7 @@ class Sequential(Module):
     def __init__(self, *modules: Module):
         super().__init__()
         _check_modules("Sequential", modules)
-        for i, m in enumerate(modules):
-            self.add_module(str(i), m)
+        self._add_modules([(str(i), m) for i, m in enumerate(modules)])
 
     @classmethod
     def from_config(cls, config, children=None):

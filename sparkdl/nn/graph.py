@@ -109,7 +109,7 @@ class Graph(Module):
             self._check_new_name(n, known, "input")
             known[n] = "input"
         self.node_inputs: dict[str, list[str]] = {}
-        seen = {}
+        seen, children = {}, []
         for i, node in enumerate(nodes):
             if not (isinstance(node, (tuple, list)) and len(node) == 3):
                 raise TypeError(f"Graph: nodes[{i}] must be a (name, module, inputs) triple, got {node!r}")
@@ -133,7 +133,8 @@ class Graph(Module):
                                 f"{args}; join several values with a merge layer (nn.Add, nn.Concatenate)")
             known[name] = "node"
             self.node_inputs[name] = args
-            self.add_module(name, module)
+            children.append((name, module))
+        self._add_modules(children)  # one re-pack of the flat vectors for all nodes
         unknown = [o for o in self.output_names if o not in known]
         if unknown:
             raise ValueError(f"Graph: outputs {unknown} are not graph inputs or nodes (known: {list(known)})")

@@ -68,14 +68,21 @@ class Module:
 
     def add_module(self, name: str, module: "Module") -> "Module":
         """Register a child module; its tensors become part of this module's flat vectors."""
-        if not isinstance(module, Module):
-            raise TypeError(f"{type(self).__name__}.add_module: {name!r} must be a Module, got {type(module).__name__}")
-        if name in self._modules or name in self._tensors["parameters"] or name in self._tensors["buffers"]:
-            raise ValueError(f"{type(self).__name__}: name {name!r} is already registered")
-        self._modules[name] = module
-        module._set_dtype_tree(self._dtype) if module._dtype != self._dtype else None
-        self._flatten()
+        self._add_modules([(name, module)])
         return module
+
+    def _add_modules(self, named) -> None:
+        """Register several (name, child) pairs and re-pack the flat vectors once (containers with many children:
+        one re-pack per child would copy the parameters so far once per child)."""
+        for name, module in named:
+            if not isinstance(module, Module):
+                raise TypeError(f"{type(self).__name__}.add_module: {name!r} must be a Module, got "
+                                f"{type(module).__name__}")
+            if name in self._modules or name in self._tensors["parameters"] or name in self._tensors["buffers"]:
+                raise ValueError(f"{type(self).__name__}: name {name!r} is already registered")
+            self._modules[name] = module
+            module._set_dtype_tree(self._dtype) if module._dtype != self._dtype else None
+        self._flatten()
 
     def _add_tensor(self, kind: str, name: str, value: np.ndarray) -> np.ndarray:
         if name in self._modules or name in self._tensors["parameters"] or name in self._tensors["buffers"]:

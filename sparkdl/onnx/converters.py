@@ -79,6 +79,9 @@ class Context:
                 if i:
                     self.consumers.setdefault(i, []).append(n)
         self.absorbed: set[int] = set()
+        #: factors k that a Reshape merged into a dynamic axis (N -> N * k, e.g. attention heads): a later Reshape
+        #: may split that axis again into (-1, k)
+        self.merged_batch: set[int] = set()
         self.producers = {o: n for n in graph.nodes for o in n.output if o}
 
     def fail(self, node, message: str):

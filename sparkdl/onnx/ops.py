@@ -315,6 +315,24 @@ def _flatten(node, a, ctx):
     return ctx.layer(node, nn.Flatten, {}, inputs=[x])
 
 
+def _merged_factor(shape, target):
+    """For an input with one dynamic axis (None, the batch N) and a constant Reshape target with one -1: the
+    static factor F such that the -1 axis is N * F and holds N whole -- the target's axes before the -1 regroup a
+    leading part of the input's axes before N, those after it a trailing part of the axes after N (the dynamo
+    exporter's attention: (L, N, 3E) -> [L, -1, 3, E], (L, N, E) -> [L, -1, E / heads], (L, N, H, d) ->
+    [-1, E]). None when the target is not of that form."""
+    dynamic = [i for i, d in enumerate(shape) if d is None]
+    if len(dynamic) != 1 or target.count(-1) != 1:
+        return None
+    i, j = dynamic[0], target.index(-1)
+    t = [shape[k] if v == 0 and k < len(shape) else v for k, v in enumerate(target)]
+    if any(v is None or v <= 0 for k, v in enumerate(t) if k != j):
+        return None
+    pre_in, post_in = int(np.prod(shape[:i])), int(np.prod(shape[i + 1:]))
+    pre, post = int(np.prod(t[:j])), int(np.prod(t[j + 1:]))
+    return None if pre_in % pre or post_in % post else pre_in // pre * (post_in // post)
+
+
 @converter("Reshape", attrs={"allowzero": 0})
 def _reshape(node, a, ctx):
     if ctx.is_const(node.input[0]) or not ctx.is_const(node.input[1]):
@@ -324,10 +342,15 @@ def _reshape(node, a, ctx):
     target = [int(t) for t in np.asarray(ctx.const(node, 1, "shape")).reshape(-1)]
     if not batch_first(ctx, x):  # e.g. (T, N, D, H) -> [0, 0, -1]: every unknown axis must be copied (0)
         shape = ctx.graph.shapes.get(x)
-        if shape is None or a["allowzero"] or any(d is None and (i >= len(target) or target[i] != 0)
-                                                  for i, d in enumerate(shape)):
+        zero_means_copy = not a["allowzero"] or 0 not in target  # allowzero only matters for a 0 in the target
+        factor = None if shape is None or not zero_means_copy else _merged_factor(shape, target)
+        if shape is None or not zero_means_copy or (factor is None and any(
+                d is None and (i >= len(target) or target[i] != 0) for i, d in enumerate(shape))):
             ctx.fail(node, f"shape {target} for an input of shape {shape} (None = dynamic); supported: a target "
-                           "that copies (0) every dynamic axis, or a batch-first reshape")
+                           "that copies (0) every dynamic axis, or has -1 for an axis holding it whole, or "
+                           "a batch-first reshape")
+        if factor:
+            ctx.merged_batch.add(factor)
         return generic(node, ctx, {"allowzero": 0})
     shape = ctx.shape(node, x)
     if a["allowzero"] and 0 in target:
@@ -337,6 +360,9 @@ def _reshape(node, a, ctx):
     known = int(np.prod([t for t in rest if t != -1]))
     one_sample = (size % known == 0) if -1 in rest else (known == size)
     batch_kept = bool(target) and (target[0] in (0, -1) or (target[0] > 0 and -1 not in rest))
+    static = int(np.prod([t for t in target if t != -1]))
+    if target.count(-1) == 1 and static % size == 0 and static // size in ctx.merged_batch - {1}:
+        return generic(node, ctx, {"allowzero": 0})  # (N * k, ...) -> (N, k, ...) or (k, N, ...): undoes a merge
     if not (one_sample and batch_kept) or any(t is None or t < -1 for t in rest):
         ctx.fail(node, f"shape {target} for an input of shape {shape} does not keep the batch axis; supported: "
                        "a target (N or -1 or 0, *per_sample) whose per-sample part holds one sample")

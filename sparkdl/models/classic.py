@@ -1,9 +1,10 @@
-"""Reference architectures used by the command line, examples and benchmarks."""
+"""The first reference architectures (LeNet-5, an MLP, a small VGG-style CNN), used by the command line,
+examples and benchmarks; their parameters are named as a ``torch.nn.Sequential`` of the same layers."""
 from __future__ import annotations
 
 from sparkdl import nn
 
-__all__ = ["lenet5", "mlp", "small_cnn", "MODELS"]
+__all__ = ["lenet5", "mlp", "small_cnn"]
 
 
 def lenet5(num_classes: int = 10, in_channels: int = 1) -> nn.Sequential:
@@ -47,6 +48,3 @@ def small_cnn(num_classes: int = 10, in_channels: int = 3) -> nn.Sequential:
         nn.MaxPool2d(2),
         nn.Flatten(), nn.Linear(64 * 8 * 8, 256), nn.ReLU(), nn.Linear(256, num_classes))
 
-
-#: Model builders by command-line name.
-MODELS = {"lenet5": lenet5, "mlp": mlp, "small_cnn": small_cnn}
