@@ -29,7 +29,7 @@ from sparkdl.engine.recovery import Recovery
 from sparkdl.engine.shards import ShardStates
 from sparkdl.engine.task_errors import TrainingDivergedError
 from sparkdl.engine.triggers import MaxEpoch, TrainingState
-from sparkdl.jvm import bridge, empty_view, set_jvm_log_level, stop_console_progress_bar
+from sparkdl.jvm import bridge, empty_view, optional_bridge, set_jvm_log_level, stop_console_progress_bar
 from sparkdl.step import sum_reduction
 
 __all__ = ["DriverLoop", "BLOCK_PARAMETERS"]
@@ -110,13 +110,13 @@ class DriverLoop(Recovery, ShardStates):
                                    f"{sc.applicationId}-{data.rdd.id()}" if opts.local_data_copy else None)
         self._bc_fit = CloudBroadcast(sc, fit_ctx)
         use_jvm, reason = opts.jvm_reduce, supports(self.optimizer, opts.compress, K)
-        if use_jvm is None:
-            use_jvm = reason is None
+        if use_jvm is None:  # automatic: the Python reduce where the JVM cannot, or the session has no bridge
+            use_jvm = reason is None and optional_bridge(sc) is not None
         elif use_jvm and reason is not None:
             raise ValueError(f"DistributedTrainer: jvm_reduce=True is not possible: {reason}; "
                              "use jvm_reduce=None (automatic) or False")
         if use_jvm:
-            bridge(sc)  # BridgeMissingError naming the line to add to the session
+            bridge(sc)  # jvm_reduce=True: BridgeMissingError naming the line to add to the session
             groups = max(1, sc.defaultParallelism // _task_cpus(sc)) if opts.local_data_copy else 0
             self._jvm = JvmAllReduce(data, self._bc_fit, self.optimizer, bounds, groups)
             self._local_view = None
