@@ -37,10 +37,9 @@ def reference(spark):
 def python_paths(spark):
     """The digests with the Python reduce and the plain Arrow path forced in the tests' session."""
     import sparkdl.engine.loop as loop
-    import sparkdl.ml.packing as packing
     mp = pytest.MonkeyPatch()
-    mp.setattr(loop, "optional_bridge", lambda sc: None)
-    mp.setattr(packing.jvm, "optional_bridge", lambda sc: None)
+    mp.setattr(loop, "optional_bridge", lambda sc: None)  # DistributedTrainer's reduce
+    mp.setattr(jvm, "optional_bridge", lambda sc: None)  # sparkdl.ml.packing's feature columns
     try:
         return plain_session.run_all(spark)
     finally:

@@ -4,7 +4,7 @@ JSON line with what ran and digests of the results.
 Modes (the session is ``SparkSession.builder`` with no sparkdl settings and no sparkdl jar):
 
 * ``plain``: ``.master("local[2]")``;
-* ``other-jar JAR``: ``.master("local[2]")`` with ``spark.jars=JAR`` (a jar holding class ``Other``, whose
+* ``other-jar JAR``: ``.master("local[2]")`` with ``spark.jars=JAR`` (a jar holding class ``sparkdltest.Other``, whose
   ``hello()`` is called before and after sparkdl attaches its own);
 * ``no-attach``: ``.master("local[2]")``, and the driver thread's context class loader replaced by the JVM's
   application class loader, which takes no jars at run time (as on platforms whose driver is not started by
@@ -84,7 +84,7 @@ def main(mode: str, *args) -> dict:
     sc = spark.sparkContext
     report = {"master": sc.master}
     if mode == "other-jar":
-        report["other_before"] = sc._jvm.Other.hello()
+        report["other_before"] = sc._jvm.sparkdltest.Other.hello()
     if mode == "no-attach":
         thread = sc._jvm.java.lang.Thread.currentThread()
         thread.setContextClassLoader(sc._jvm.java.lang.ClassLoader.getSystemClassLoader())
@@ -94,7 +94,7 @@ def main(mode: str, *args) -> dict:
     report["warnings"] = [m for m in counter.messages if "spark.jars" in m]
     report["bridge"] = jvm._bridges.get(sc) is not None
     if mode == "other-jar":
-        report["other_after"] = sc._jvm.Other.hello()
+        report["other_after"] = sc._jvm.sparkdltest.Other.hello()
     jars = sc._jsc.sc().listJars()
     report["jars"] = sorted(str(jars.apply(i)).rsplit("/", 1)[-1] for i in range(jars.size()))
     spark.stop()
