@@ -18,8 +18,8 @@ import logging
 import os
 import weakref
 
-__all__ = ["BridgeMissingError", "BRIDGE_CLASS", "bridge", "optional_bridge", "jar_path", "float_rows", "count_on_jvm", "empty_view",
-           "persistent_rdd_count", "set_jvm_log_level", "TrainingLoop", "jvm_log_level",
+__all__ = ["BridgeMissingError", "BRIDGE_CLASS", "bridge", "optional_bridge", "jar_path", "float_rows",
+           "count_on_jvm", "empty_view", "persistent_rdd_count", "set_jvm_log_level", "TrainingLoop", "jvm_log_level",
            "stop_console_progress_bar", "submitted_conf",
            "start_profiler", "stop_profiler"]
 
@@ -109,8 +109,8 @@ def _attach(sc) -> str | None:
         return f"the jar {jar_path()} does not exist"
     jvm = sc._jvm
     loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-    mutable = getattr(getattr(jvm.org.apache.spark.util, "MutableURLClassLoader"), "_java_lang_class", None)
-    if loader is None or mutable is None or not mutable.isInstance(loader):
+    mutable = jvm.org.apache.spark.util.MutableURLClassLoader._java_lang_class  # a public Java class of Spark's
+    if loader is None or not mutable.isInstance(loader):
         name = "none" if loader is None else loader.getClass().getName()
         return f"the driver's class loader ({name}) takes no jars at run time (only a {_MUTABLE_LOADER} does)"
     loader.addURL(jvm.java.io.File(jar_path()).toURI().toURL())
