@@ -115,6 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--warmup-epochs", type=_float(positive=False), default=0.5,
                    help="linear warm-up before cosine decay, in epochs")
     t.add_argument("--limit", type=_int_at_least(1), default=None, help="use only the first N training samples")
+    t.add_argument("--test-limit", type=_int_at_least(1), default=None,
+                   help="validate on only the first N test samples (quick runs; does not change the training)")
     t.add_argument("--seed", type=_int_at_least(0), default=0, help="seed of initialization, shuffling and dropout")
     t.add_argument("--output", default="runs/{model}-{dataset}",
                    help="run directory for the model, checkpoints, TensorBoard logs and run.json")
@@ -250,6 +252,8 @@ def train(args, output: str) -> dict:
     sc = _session(args).sparkContext
     if args.limit:
         x_train, y_train = x_train[:args.limit], y_train[:args.limit]
+    if args.test_limit:
+        x_test, y_test = x_test[:args.test_limit], y_test[:args.test_limit]
     train_data = engine.DataBlocks.from_numpy(sc, x_train, y_train, args.partitions)
     test_data = engine.DataBlocks.from_numpy(sc, x_test, y_test, args.partitions)
     model = MODELS[args.model]().initialize(args.seed)

@@ -3,12 +3,19 @@
 Everything here uses only Spark's public JVM API; nothing is placed in Spark's own packages. sparkdl's own JVM
 code (``jvm_bridge/``, shipped as :func:`jar_path`) is reached through :func:`bridge`, which returns its one
 façade class ``org.sparkdl.bridge.Bridge``. ``python -m sparkdl.jvm`` prints the jar's path.
+
+A session started without the jar gets it at run time, as ``--jars`` would have given it (:func:`_attach`): the
+driver's URL class loader (the one ``spark-submit`` creates for ``--jars``, which py4j resolves class names with)
+takes the jar's URL, and ``SparkContext.addJar`` ships it to the executors, which add it to their task class
+loaders before running a task. Where the driver's class loader takes no jars at run time, :func:`optional_bridge`
+returns ``None`` and logs one warning naming the line that adds the jar; callers then take their Python path.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
 import hashlib
+import logging
 import os
 import sys
 import tempfile
@@ -18,7 +25,7 @@ import numpy as np
 
 from sparkdl import chunking
 
-__all__ = ["BridgeMissingError", "BRIDGE_CLASS", "bridge", "jar_path", "float_rows", "count_on_jvm", "empty_view",
+__all__ = ["BridgeMissingError", "BRIDGE_CLASS", "bridge", "optional_bridge", "jar_path", "float_rows", "count_on_jvm", "empty_view",
            "persistent_rdd_count", "set_jvm_log_level", "TrainingLoop", "jvm_log_level",
            "stop_console_progress_bar", "submitted_conf",
            "start_profiler", "stop_profiler", "active_context", "HadoopFiles", "hadoop_counters"]
@@ -26,7 +33,13 @@ __all__ = ["BridgeMissingError", "BRIDGE_CLASS", "bridge", "jar_path", "float_ro
 #: The façade class of the JVM bridge.
 BRIDGE_CLASS = "org.sparkdl.bridge.Bridge"
 
+#: Spark's URL class loader with a public ``addURL``: what spark-submit makes the driver's context class loader.
+_MUTABLE_LOADER = "org.apache.spark.util.MutableURLClassLoader"
+
+log = logging.getLogger("sparkdl")
+
 _bridges = weakref.WeakKeyDictionary()
+_warned = weakref.WeakSet()  # SparkContexts told that they run without the bridge
 
 
 class BridgeMissingError(RuntimeError):
@@ -85,8 +98,47 @@ def _stale_checkout_jar() -> str | None:
     return None
 
 
+def _lookup(sc):
+    """The bridge's façade class as the driver resolves it now, or ``None``."""
+    from py4j.java_gateway import JavaClass
+    cls = sc._jvm
+    for part in BRIDGE_CLASS.split("."):
+        cls = getattr(cls, part)
+    return cls if isinstance(cls, JavaClass) else None
+
+
+def _attach(sc) -> str | None:
+    """Add :func:`jar_path` to the running driver JVM: to the calling thread's context class loader (py4j resolves
+    class names with it; spark-submit makes it one ``MutableURLClassLoader`` that every py4j thread and Spark's own
+    threads inherit, and gives it the ``--jars``). Returns ``None``, or why it cannot. Spark SQL's ``ADD JAR`` is
+    not used: it adds the jar to a child loader and makes that the context loader of the calling thread only."""
+    if not os.path.isfile(jar_path()):
+        return f"the jar {jar_path()} does not exist"
+    jvm = sc._jvm
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    mutable = jvm.org.apache.spark.util.MutableURLClassLoader._java_lang_class  # a public Java class of Spark's
+    if loader is None or not mutable.isInstance(loader):
+        name = "none" if loader is None else loader.getClass().getName()
+        return f"the driver's class loader ({name}) takes no jars at run time (only a {_MUTABLE_LOADER} does)"
+    loader.addURL(jvm.java.io.File(jar_path()).toURI().toURL())
+    return None
+
+
+def _ship_to_executors(sc) -> None:
+    """``SparkContext.addJar`` of :func:`jar_path` unless this SparkContext already lists a jar of its name (from
+    ``spark.jars``/``--jars``): tasks submitted from now on load it on their executors."""
+    jsc = sc._jsc.sc()
+    name = os.path.basename(jar_path())
+    listed = jsc.listJars()
+    if not any(str(listed.apply(i)).rsplit("/", 1)[-1] == name for i in range(listed.size())):
+        jsc.addJar(jar_path())
+
+
 def bridge(sc):
     """The JVM façade class ``org.sparkdl.bridge.Bridge`` (a py4j ``JavaClass``: call its static methods).
+
+    A session started without the jar gets it now, on the driver and (for the tasks submitted from now on) the
+    executors, as ``spark.jars`` would have given it.
 
     Parameters
     ----------
@@ -95,9 +147,10 @@ def bridge(sc):
     Raises
     ------
     BridgeMissingError
-        If the driver JVM cannot load the class, or it reports another sparkdl version than this one; the
-        message names the line to add to the session (``--jars <path>`` / ``spark.jars``). In a source checkout,
-        also if the jar was built from other Java sources than the checkout's (rebuild it).
+        If the driver JVM cannot load the class even after adding the jar at run time, or it reports another
+        sparkdl version than this one; the message names the line to add to the session (``--jars <path>`` /
+        ``spark.jars``). In a source checkout, also if the jar was built from other Java sources than the
+        checkout's (rebuild it).
     """
     cls = _bridges.get(sc)
     if cls is not None:
@@ -106,21 +159,34 @@ def bridge(sc):
     if stale:
         raise BridgeMissingError(f"{stale}: rebuild it with 'python jvm_bridge/build.py' (or 'pip install -e .') and "
                                  "restart the Spark session (a running JVM keeps the classes it loaded).")
-    from py4j.java_gateway import JavaClass
-
     from sparkdl import __version__
-    cls = sc._jvm
-    for part in BRIDGE_CLASS.split("."):
-        cls = getattr(cls, part)
-    if not isinstance(cls, JavaClass):
-        raise BridgeMissingError(f"sparkdl's JVM bridge ({BRIDGE_CLASS}) is not on this Spark session's class "
-                                 f"path. {_how_to_add()}")
+    cls = _lookup(sc)
+    if cls is None:
+        reason = _attach(sc)
+        cls = _lookup(sc) if reason is None else None
+        if cls is None:
+            raise BridgeMissingError(f"sparkdl's JVM bridge ({BRIDGE_CLASS}) is not on this Spark session's class "
+                                     f"path and cannot be added at run time: {reason or 'not found'}. {_how_to_add()}")
     found = cls.version()
     if found != __version__:
         raise BridgeMissingError(f"the Spark session has sparkdl's JVM bridge of version {found}, but this is sparkdl "
                                  f"{__version__}: a stale sparkdl-bridge.jar is on its class path. {_how_to_add()}")
+    _ship_to_executors(sc)
     _bridges[sc] = cls
     return cls
+
+
+def optional_bridge(sc):
+    """:func:`bridge`, or ``None`` when this session cannot load it: then the first call per SparkContext logs one
+    warning (sparkdl takes its Python paths: same results, slower) naming the line that adds the jar."""
+    try:
+        return bridge(sc)
+    except BridgeMissingError as e:
+        if sc not in _warned:
+            _warned.add(sc)
+            log.warning("sparkdl: training uses the Python reduce and transform the plain Arrow path (same results, "
+                        "slower) because %s", e)
+        return None
 
 
 def float_rows(sc, column, size: int, error: str | None, kind: str):

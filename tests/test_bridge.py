@@ -1,5 +1,6 @@
 """sparkdl's JVM bridge: the jar is loaded by the driver and by executor JVMs of the sessions sparkdl creates,
-and a session without it gets an error naming the line to add."""
+and a session that cannot take it at run time gets an error naming the line to add (tests/test_plain_session.py:
+sessions that can)."""
 import json
 import os
 import re
@@ -54,6 +55,7 @@ def test_version_on_executor_jvms_local_cluster():
 def test_missing_bridge_error_names_the_line_to_add():
     r = _run("missing")
     assert r["type"] == "BridgeMissingError" and r["is_runtime_error"]
+    assert "cannot be added at run time: the driver's class loader" in r["error"]
     path = jvm.jar_path()
     assert f"--jars {path}" in r["error"]
     assert f'.config("spark.jars", "{path}")' in r["error"]

@@ -28,6 +28,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from sparkdl.engine.worker_python import local_python_advice
+
 __all__ = ["EnvironmentReport", "ExecutorEnvironmentError", "driver_report", "collect_reports",
            "compare_environments", "check_executor_environment"]
 
@@ -184,17 +186,31 @@ def check_executor_environment(sc, session=None) -> None:
     of SQL jobs when ``session``, a SparkSession, is given: see :func:`collect_reports`). On Spark Connect
     ``sc`` is None and ``session`` the Connect session.
 
+    On a local master, whose workers may start another interpreter than this one (``PYSPARK_PYTHON`` unset and
+    another ``python3`` on the PATH), that is checked first, without a Spark job
+    (:func:`sparkdl.engine.worker_python.local_python_advice`): an interpreter that cannot run sparkdl's tasks
+    raises at once with the exact fix (``PYSPARK_PYTHON=<this interpreter>``), another one that can is a warning.
+
     Raises
     ------
     ExecutorEnvironmentError
         If sparkdl, Python (major.minor) or numpy (major) differ between the driver and an executor, or sparkdl
-        is missing on an executor; the message holds a table of driver vs executor versions.
+        is missing on an executor; the message holds a table of driver vs executor versions. On a local master
+        whose workers would start such an interpreter: before any job, with the line that fixes it.
     """
     key = sc.applicationId if sc is not None else f"connect:{session.conf.get('spark.app.id')}"
     if key not in _RESULTS:
+        advice, fatal = local_python_advice(sc, session)  # before any job: a local master's workers' Python
+        if fatal:
+            _RESULTS[key] = ExecutorEnvironmentError(advice)
+            raise ExecutorEnvironmentError(advice)
+        if advice:
+            log.warning("sparkdl: %s", advice)
         error, warning = compare_environments(driver_report(), collect_reports(sc, session))
         if warning:
             log.warning("sparkdl: %s", warning)
+        if error and advice:
+            error = f"{error}\n{advice}"
         _RESULTS[key] = ExecutorEnvironmentError(error) if error else None
     if _RESULTS[key] is not None:
         raise ExecutorEnvironmentError(*_RESULTS[key].args)

@@ -32,7 +32,7 @@ from sparkdl.engine.recovery import Recovery
 from sparkdl.engine.shards import ShardStates
 from sparkdl.engine.task_errors import TrainingDivergedError
 from sparkdl.engine.triggers import MaxEpoch, TrainingState
-from sparkdl.jvm import bridge, empty_view, set_jvm_log_level, stop_console_progress_bar
+from sparkdl.jvm import bridge, empty_view, optional_bridge, set_jvm_log_level, stop_console_progress_bar
 from sparkdl.step import sum_reduction
 
 __all__ = ["DriverLoop", "BLOCK_PARAMETERS"]
@@ -106,7 +106,7 @@ class DriverLoop(Recovery, ShardStates):
         self._bc_fit = CloudBroadcast(sc, fit_ctx)
         use_jvm, reason = opts.jvm_reduce, supports(self.optimizer, opts.compress, K)
         if use_jvm is None:
-            use_jvm = reason is None
+            use_jvm = reason is None and optional_bridge(sc) is not None  # and the session can take the bridge
         elif use_jvm and reason is not None:
             raise ValueError(f"DistributedTrainer: jvm_reduce=True is not possible: {reason}; "
                              "use jvm_reduce=None (automatic) or False")

@@ -1,6 +1,7 @@
 """The SparkSession sparkdl creates when the caller has none, with the settings that cut the fixed
 per-iteration cost of a training job, and sparkdl's JVM bridge jar on the driver and executor class paths. Users
-with their own session should set the same keys (see :data:`RECOMMENDED_CONF` and the README) and add the jar
+with their own session should set the same keys (see :data:`RECOMMENDED_CONF` and the README); the jar is
+attached to their session at run time (:func:`sparkdl.jvm.bridge`), or may be added when it is created
 (``spark.jars``, see :func:`sparkdl.jvm.jar_path`)."""
 from __future__ import annotations
 

@@ -9,7 +9,6 @@ plain Arrow path is used, with one warning naming the line that adds the bridge.
 from __future__ import annotations
 
 import dataclasses
-import logging
 
 from pyspark.sql.types import FloatType
 
@@ -17,8 +16,6 @@ from sparkdl.ml.arrow import FeatureSpec
 
 __all__ = ["packed_features"]
 
-log = logging.getLogger("sparkdl.ml")
-_warned: set = set()
 
 
 def packed_features(sc, spec: FeatureSpec, columns: list, schema,
@@ -41,14 +38,10 @@ def packed_features(sc, spec: FeatureSpec, columns: list, schema,
     from sparkdl import jvm
     if spec.kind not in ("vector", "array") or spec.packed:
         return spec, columns
-    try:
-        kind = "vector"
-        if spec.kind == "array":
-            kind = "float" if isinstance(schema[spec.columns[0]].dataType.elementType, FloatType) else "double"
-        packed = jvm.float_rows(sc, columns[0], spec.size, error, kind)
-    except jvm.BridgeMissingError as e:
-        if id(sc) not in _warned:
-            _warned.add(id(sc))
-            log.warning("sparkdl: feature columns take the slower plain Arrow path: %s", e)
+    if jvm.optional_bridge(sc) is None:  # one warning per session, naming the line that adds the bridge
         return spec, columns
+    kind = "vector"
+    if spec.kind == "array":
+        kind = "float" if isinstance(schema[spec.columns[0]].dataType.elementType, FloatType) else "double"
+    packed = jvm.float_rows(sc, columns[0], spec.size, error, kind)
     return dataclasses.replace(spec, packed=True), [packed.alias(spec.columns[0])]

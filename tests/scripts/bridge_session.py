@@ -2,7 +2,8 @@
 
 * ``cluster``: a session from ``get_or_create_session`` on ``local-cluster[2,1,1024]`` (two executor JVMs): the
   bridge version seen by the driver and by tasks on the executors, and the JVMs the tasks ran in;
-* ``missing``: a plain ``SparkSession`` without the jar: the error ``sparkdl.jvm.bridge`` raises;
+* ``missing``: a plain ``SparkSession`` without the jar, whose driver thread's class loader takes no jars at run time
+  (the JVM's application class loader): the error ``sparkdl.jvm.bridge`` raises;
 * ``extra-jars``: ``get_or_create_session`` given another ``spark.jars`` entry: the resulting ``spark.jars``."""
 import json
 import sys
@@ -25,6 +26,9 @@ if __name__ == "__main__":
                           "task_versions": sorted({v for _, v in tasks}), "task_jvms": sorted({j for j, _ in tasks})}))
     elif mode == "missing":
         spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+        sc = spark.sparkContext
+        sc._jvm.java.lang.Thread.currentThread().setContextClassLoader(
+            sc._jvm.java.lang.ClassLoader.getSystemClassLoader())
         try:
             jvm.bridge(spark.sparkContext)
             print(json.dumps({"error": None}))
