@@ -16,7 +16,9 @@ import pyarrow
 import pyarrow.fs as pafs
 import pytest
 
-from sparkdl import cli, io, jvm, nn
+from sparkdl import cli, io, nn
+from sparkdl.jvm import BridgeMissingError
+from sparkdl.jvm import hadoop as jvm
 from sparkdl.io import FileSystemUnavailableError, model_io
 from tests.test_engine_checkpoint import _read_scalars
 
@@ -169,7 +171,7 @@ def test_without_a_session_or_bridge_a_uri_is_a_clear_error(tmp_path, monkeypatc
         io.save_model(_model(), "hdfs://nn/m")
 
     def missing(sc):
-        raise jvm.BridgeMissingError("the jar is not on the class path")
+        raise BridgeMissingError("the jar is not on the class path")
     monkeypatch.setattr(jvm, "active_context", lambda: object())
     monkeypatch.setattr(jvm.HadoopFiles, "of", missing)
     with pytest.raises(FileSystemUnavailableError, match="s3a://b/m: .*needs sparkdl's JVM bridge: the jar"):

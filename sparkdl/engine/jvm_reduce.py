@@ -32,7 +32,7 @@ from functools import partial
 
 import numpy as np
 
-from sparkdl import jvm
+from sparkdl.jvm.training_loop import TrainingLoop
 from sparkdl.engine import local_cache
 from sparkdl.engine.tasks import MISS, FitContext, partition_gradient
 from sparkdl.engine.worker import freeze_worker_heap, task_scope
@@ -257,7 +257,7 @@ class JvmAllReduce:
     def __init__(self, data, fit_broadcast, optimizer, bounds: np.ndarray, groups: int):
         self.optimizer, self.bounds = optimizer, np.asarray(bounds, np.int64)
         self.driver_reduce = DRIVER_REDUCE and len(self.bounds) == 2
-        self.loop = jvm.TrainingLoop(data.rdd, self.bounds, np.asarray(data.sizes, np.int64), groups,
+        self.loop = TrainingLoop(data.rdd, self.bounds, np.asarray(data.sizes, np.int64), groups,
                                      self.driver_reduce)
         task = partial(gradient_records, fit_broadcast, data.rdd._jrdd_deserializer)
         self.loop.set_gradients(task)

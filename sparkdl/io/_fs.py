@@ -6,7 +6,7 @@ Three storages implement the same small interface (paths are plain strings):
   the directories whose entries changed), so an atomic rename really is crash-safe;
 * :class:`HadoopStorage` — any URI the active Spark session's Hadoop configuration serves (``hdfs://``,
   ``s3a://``, ``abfs://``, ``gs://``, ...), through Hadoop's ``FileSystem`` API on the driver JVM
-  (:class:`sparkdl.jvm.HadoopFiles`): each file is streamed to a temporary name beside its target, its SHA-256
+  (:class:`sparkdl.jvm.hadoop.HadoopFiles`): each file is streamed to a temporary name beside its target, its SHA-256
   checked, then renamed into place; renames are atomic where the file system's are (HDFS: yes; object stores
   copy); ``sync_dir`` is a no-op (the stream is ``hsync``'d where it can be);
 * :class:`ArrowStorage` — a ``pyarrow.fs.FileSystem`` passed explicitly as ``filesystem=``.
@@ -24,6 +24,7 @@ import uuid
 from urllib.parse import unquote, urlsplit
 
 from sparkdl import jvm
+from sparkdl.jvm import hadoop
 
 __all__ = ["LocalStorage", "HadoopStorage", "ArrowStorage", "FileSystemUnavailableError", "resolve", "is_local",
            "replace_file"]
@@ -95,7 +96,7 @@ class LocalStorage:
 
 class HadoopStorage:
     """A Hadoop file system of the running Spark session (paths are full URIs), through
-    :class:`sparkdl.jvm.HadoopFiles`; same interface as :class:`LocalStorage`."""
+    :class:`sparkdl.jvm.hadoop.HadoopFiles`; same interface as :class:`LocalStorage`."""
 
     def __init__(self, files):
         self.files = files
@@ -161,14 +162,14 @@ class HadoopStorage:
         """
         need = (f"{uri}: a URI other than file:// is read and written through the Hadoop FileSystem of the running "
                 "Spark session (its Hadoop configuration decides which schemes work)")
-        sc = jvm.active_context()
+        sc = hadoop.active_context()
         if sc is None:
             raise FileSystemUnavailableError(
                 f"{need}, and no classic Spark session runs in this process (Spark Connect has none). Start one first "
                 "(e.g. sparkdl.engine.get_or_create_session()), use a local path, or pass filesystem= (a "
                 "pyarrow.fs.FileSystem)")
         try:
-            return cls(jvm.HadoopFiles.of(sc))
+            return cls(hadoop.HadoopFiles.of(sc))
         except jvm.BridgeMissingError as e:
             raise FileSystemUnavailableError(f"{need}, which needs sparkdl's JVM bridge: {e}") from None
 

@@ -1,8 +1,9 @@
-"""The one module that talks to Spark's JVM through py4j (docs/architecture.md: one narrow door).
+"""The one package that talks to Spark's JVM through py4j (docs/architecture.md: one narrow door).
 
 Everything here uses only Spark's public JVM API; nothing is placed in Spark's own packages. sparkdl's own JVM
 code (``jvm_bridge/``, shipped as :func:`jar_path`) is reached through :func:`bridge`, which returns its one
-façade class ``org.sparkdl.bridge.Bridge``. ``python -m sparkdl.jvm`` prints the jar's path.
+façade class ``org.sparkdl.bridge.Bridge``. ``python -m sparkdl.jvm`` prints the jar's path. The bridge's two stateful handles live in submodules:
+:class:`~sparkdl.jvm.training_loop.TrainingLoop` (the JVM reduce) and :class:`~sparkdl.jvm.hadoop.HadoopFiles`.
 
 A session started without the jar gets it at run time, as ``--jars`` would have given it (:func:`_attach`): the
 driver's URL class loader (the one ``spark-submit`` creates for ``--jars``, which py4j resolves class names with)
@@ -14,21 +15,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import logging
 import os
-import sys
-import tempfile
 import weakref
 
-import numpy as np
+__all__ = ["BridgeMissingError", "BRIDGE_CLASS", "bridge", "optional_bridge", "jar_path", "float_rows",
+           "count_on_jvm", "empty_view", "persistent_rdd_count", "set_jvm_log_level", "jvm_log_level",
+           "stop_console_progress_bar", "submitted_conf", "start_profiler", "stop_profiler"]
 
-from sparkdl import chunking
-
-__all__ = ["BridgeMissingError", "BRIDGE_CLASS", "bridge", "optional_bridge", "jar_path", "float_rows", "count_on_jvm", "empty_view",
-           "persistent_rdd_count", "set_jvm_log_level", "TrainingLoop", "jvm_log_level",
-           "stop_console_progress_bar", "submitted_conf",
-           "start_profiler", "stop_profiler", "active_context", "HadoopFiles", "hadoop_counters"]
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # sparkdl/
 
 #: The façade class of the JVM bridge.
 BRIDGE_CLASS = "org.sparkdl.bridge.Bridge"
@@ -49,7 +44,7 @@ class BridgeMissingError(RuntimeError):
 
 def jar_path() -> str:
     """Absolute path of ``sparkdl-bridge.jar`` inside the installed package (built by ``pip install``)."""
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "sparkdl-bridge.jar")
+    return os.path.join(_PACKAGE, "jars", "sparkdl-bridge.jar")
 
 
 def _how_to_add() -> str:
@@ -70,7 +65,7 @@ def _checkout_build_module():
     """``jvm_bridge/build.py`` of the source checkout this package runs from, loaded as a module; ``None`` for an
     installed package (no sources next to it)."""
     import importlib.util
-    build = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jvm_bridge", "build.py")
+    build = os.path.join(os.path.dirname(_PACKAGE), "jvm_bridge", "build.py")
     if not os.path.isfile(build):
         return None
     spec = importlib.util.spec_from_file_location("sparkdl_jvm_bridge_build", build)
@@ -298,172 +293,6 @@ def empty_view(rdd):
     return RDD(empty, sc, rdd._jrdd_deserializer)
 
 
-def _raw_python_rdd(java_rdd, sc, func):
-    """The JVM side of ``func`` mapped over a JavaRDD of ``byte[]``: ``func(split, frames)`` receives raw
-    bytes records and yields raw bytes records (no pickling either way)."""
-    from pyspark import RDD
-    from pyspark.serializers import NoOpSerializer
-    mapped = RDD(java_rdd, sc, NoOpSerializer()).mapPartitionsWithIndex(func)
-    mapped._bypass_serializer = True
-    return mapped._jrdd
-
-
-class TrainingLoop:
-    """Python handle of the bridge's ``org.sparkdl.bridge.TrainingLoop`` (see
-    :mod:`sparkdl.engine.jvm_reduce`): every method is one py4j call with bytes in and out (the weights and
-    states, the large ones, come back through a temporary file)."""
-
-    def __init__(self, data_rdd, bounds, sizes, groups: int, driver_reduce: bool):
-        sc = data_rdd.context
-        self._sc = sc
-        self._loop = bridge(sc).trainingLoop(sc._jsc, data_rdd._jrdd, bounds.astype("<i8").tobytes(),
-                                             sizes.astype("<i8").tobytes(), int(groups), bool(driver_reduce),
-                                             int(chunking.MAX_CHUNK_BYTES))
-
-    def set_gradients(self, func) -> None:
-        self._loop.setGradients(_raw_python_rdd(self._loop.fullSource(), self._sc, func),
-                                _raw_python_rdd(self._loop.localSource(), self._sc, func))
-
-    def set_weights(self, packed, num_parameters: int) -> None:
-        """``packed``: float32 parameters then buffers; sent in chunks of at most ``MAX_CHUNK_BYTES``."""
-        raw = memoryview(np.ascontiguousarray(packed, "<f4")).cast("B")
-        self._loop.beginWeights(len(raw) // 4)
-        for lo, hi in chunking.chunk_ranges(len(raw)):
-            self._loop.putWeights(lo // 4, bytes(raw[lo:hi]))
-        self._loop.commitWeights(int(num_parameters))
-
-    def weights(self) -> bytes:
-        return self._read("weights")
-
-    def set_states(self, packed: bytes) -> None:
-        """``packed`` (``pack_states``) sent in chunks of at most ``MAX_CHUNK_BYTES``."""
-        view = memoryview(packed)
-        self._loop.beginStates()
-        for lo, hi in chunking.chunk_ranges(len(view)):
-            self._loop.putStates(bytes(view[lo:hi]))
-        self._loop.commitStates()
-
-    def states(self) -> bytes:
-        return self._read("states")
-
-    def _read(self, what: str) -> bytes:
-        """``what`` through a temporary file the JVM creates (owner-only) and this deletes: py4j's base64 text
-        protocol moves ~10 MB/s (40 ms for LeNet-5's weights), a file ~1 ms."""
-        path = self._loop.writeTemp(what)
-        try:
-            with open(path, "rb") as f:
-                return f.read()
-        finally:
-            os.unlink(path)
-
-    def step(self, epoch: int, iteration: int, global_iteration: int, program: bytes) -> bytes:
-        return bytes(self._loop.step(int(epoch), int(iteration), int(global_iteration), program))
-
-    def invalidate_local_copies(self) -> None:
-        self._loop.invalidateLocalCopies()
-
-    def take_timings(self) -> dict:
-        """Driver-side milliseconds summed since the last call: before the job, in the job's ``collect``,
-        the sum and update on the driver (driver reduce only), committing the result (new broadcast,
-        releases), and the number of iterations (benchmarks)."""
-        before, job, reduce, commit, n = self._loop.takeTimings().split()
-        return {"before_job_ms": float(before), "job_ms": float(job), "driver_reduce_ms": float(reduce),
-                "commit_ms": float(commit), "iterations": int(n)}
-
-    def lineage_depth(self) -> int:
-        """Lines of the cached state RDD's debug string (bounded-lineage tests)."""
-        return int(self._loop.statesLineageDepth())
-
-    def close(self) -> None:
-        self._loop.close()
-
-
-def active_context():
-    """The SparkContext running in this process, or ``None`` (pyspark not imported, no context running, or a Spark
-    Connect session, which has none)."""
-    pyspark = sys.modules.get("pyspark")
-    return None if pyspark is None else pyspark.SparkContext._active_spark_context
-
-
-_hadoop_files = weakref.WeakKeyDictionary()
-_HADOOP_ERRORS = {"java.io.FileNotFoundException": FileNotFoundError,
-                  "org.apache.hadoop.fs.FileAlreadyExistsException": FileExistsError}
-
-
-class HadoopFiles:
-    """Python handle of the bridge's ``org.sparkdl.bridge.HadoopFiles``: files on the file systems the Hadoop
-    configuration of ``sc`` serves, named by full URIs. Bytes move through local temporary files (py4j carries only
-    their names); Java's ``FileNotFoundException``/``FileAlreadyExistsException`` raise ``FileNotFoundError``/
-    ``FileExistsError``, any other failure ``OSError`` with Java's message. One handle per SparkContext
-    (:meth:`of`)."""
-
-    def __init__(self, sc):
-        self._files = bridge(sc).hadoopFiles(sc._jsc)
-
-    @classmethod
-    def of(cls, sc) -> "HadoopFiles":
-        if sc not in _hadoop_files:
-            _hadoop_files[sc] = cls(sc)
-        return _hadoop_files[sc]
-
-    def _call(self, method: str, uri: str, *args):
-        from py4j.protocol import Py4JJavaError
-        try:
-            return getattr(self._files, method)(uri, *args)
-        except Py4JJavaError as e:
-            name = e.java_exception.getClass().getName()
-            message = e.java_exception.getMessage() or name
-            if name.endswith("UnsupportedFileSystemException"):
-                message = (f"{uri}: {message} in this Spark session's Hadoop configuration: add the file system's "
-                           "connector jar to the session (e.g. hadoop-aws for s3a://) or set spark.hadoop.fs.<scheme>"
-                           ".impl")
-            raise _HADOOP_ERRORS.get(name, OSError)(message) from None
-
-    def kind(self, uri: str) -> str:
-        """``'missing'``, ``'file'`` or ``'dir'``."""
-        return self._call("kind", uri)
-
-    def list(self, uri: str) -> list[str]:
-        return list(self._call("list", uri))
-
-    def mkdirs(self, uri: str) -> None:
-        self._call("mkdirs", uri)
-
-    def delete(self, uri: str) -> None:
-        self._call("delete", uri)
-
-    def rename(self, src: str, dst: str, replace: bool = False) -> None:
-        self._call("replace" if replace else "rename", src, dst)
-
-    def upload(self, uri: str, local_path: str, sha256: str, overwrite: bool) -> None:
-        """Stream a local file to ``uri`` (temp name, checked against ``sha256``, renamed into place)."""
-        self._call("upload", uri, local_path, sha256, bool(overwrite))
-
-    def write(self, uri: str, data: bytes, overwrite: bool = True) -> None:
-        fd, local = tempfile.mkstemp(prefix="sparkdl-hadoop-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            self.upload(uri, local, hashlib.sha256(data).hexdigest(), overwrite)
-        finally:
-            os.unlink(local)
-
-    def read(self, uri: str) -> bytes:
-        local = self._call("download", uri)
-        try:
-            with open(local, "rb") as f:
-                return f.read()
-        finally:
-            os.unlink(local)
-
-
-def hadoop_counters(sc) -> dict:
-    """Files and bytes written and read through :class:`HadoopFiles` by this driver JVM, and its replaces done by an
-    atomic rename with overwrite (``FileContext``; tests)."""
-    counts = [int(v) for v in bridge(sc).hadoopCounters()]
-    return dict(zip(("files_written", "bytes_written", "files_read", "bytes_read", "atomic_replaces"), counts))
-
-
 def start_profiler(sc) -> None:
     """Record per-job, per-stage task metrics on the driver JVM until :func:`stop_profiler` (benchmarks)."""
     bridge(sc).startProfiler(sc._jsc)
@@ -476,5 +305,3 @@ def stop_profiler(sc) -> list:
     return json.loads(bridge(sc).stopProfiler(sc._jsc))
 
 
-if __name__ == "__main__":
-    print(jar_path())
