@@ -103,7 +103,7 @@ def test_readme_spark_submit_and_a_pipeline_on_two_workers(cluster, tmp_path, mn
            "--limit", "2048", "--test-limit", "1000", "--epochs", "1", "--batch-size", "256", "--partitions", "2",
            "--output", str(tmp_path / "run"), "--no-progress", "--json"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
-    assert out.returncode == 0, out.stderr[-4000:]
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-4000:]
     r = json.loads(out.stdout.strip().splitlines()[-1])
     assert r["master"] == master and r["iterations"] == 8 and r["partitions"] == 2
     assert r["test_accuracy"] > 0.5  # one epoch of 2048 images
@@ -111,7 +111,7 @@ def test_readme_spark_submit_and_a_pipeline_on_two_workers(cluster, tmp_path, mn
 
     out = subprocess.run([sys.executable, PIPELINE, master, str(tmp_path)], capture_output=True, text=True,
                          timeout=600, env=env, cwd=ROOT)
-    assert out.returncode == 0, out.stderr[-4000:]
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-4000:]
     p = json.loads(out.stdout.strip().splitlines()[-1])
     assert p["accuracy"] > 0.9 and p["same_after_load"]
     assert len(p["task_jvms"]) == 2 and p["driver_jvm"] not in p["task_jvms"]  # the bridge, attached at run time

@@ -18,7 +18,6 @@ import json
 from functools import partial
 
 import numpy as np
-import pyarrow as pa
 
 from sparkdl.engine.data import PartitionedData, PartitionSummary, _first_bad_label, _raise_problems, _summarize, \
     check_arrays
@@ -63,12 +62,14 @@ def partition_blocks(batches) -> dict:
 
 
 def _summaries_task(batches):
+    import pyarrow as pa  # here, not at import: pyarrow starts a thread, and the daemon forks after importing the engine
     for p, block in partition_blocks(batches).items():
         yield pa.RecordBatch.from_pydict({"part": [p], "summary": [json.dumps(dataclasses.asdict(
             _summarize(p, block)))]}, schema=pa.schema([("part", pa.int32()), ("summary", pa.string())]))
 
 
 def _bad_label_task(part, num_classes, batches):
+    import pyarrow as pa  # here, not at import: pyarrow starts a thread, and the daemon forks after importing the engine
     for p, (_, y) in partition_blocks(batches).items():
         if p == part:
             r, v = _first_bad_label(y, num_classes)
@@ -128,6 +129,7 @@ class ConnectBlocks(PartitionedData):
                 xb = npy_bytes(x[lo:hi].astype(np.float32, copy=False))
                 for key, value in (("part", p), ("seq", s), ("n", hi - lo), ("x", xb), ("y", npy_bytes(y[lo:hi]))):
                     records[key].append(value)
+        import pyarrow as pa  # see _summaries_task
         table = pa.table(records, schema=pa.schema([("part", pa.int32()), ("seq", pa.int32()), ("n", pa.int64()),
                                                     ("x", pa.binary()), ("y", pa.binary())]))
         frame = spark.createDataFrame(table).repartitionByRange(n, "part").cache()

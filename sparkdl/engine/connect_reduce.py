@@ -21,7 +21,6 @@ import math
 from functools import partial
 
 import numpy as np
-import pyarrow as pa
 from pyspark import cloudpickle
 
 from sparkdl.engine.allreduce import mean_gradient, update_shard
@@ -36,8 +35,14 @@ __all__ = ["ConnectAllReduce", "connect_gradient_task", "RECORD_SCHEMA"]
 #: One gradient record per source partition with rows in the iteration's global batch.
 RECORD_SCHEMA = "part int, grad binary, half boolean, loss double, norm double, buf binary, n long"
 
-_ARROW_SCHEMA = pa.schema([("part", pa.int32()), ("grad", pa.binary()), ("half", pa.bool_()), ("loss", pa.float64()),
-                           ("norm", pa.float64()), ("buf", pa.binary()), ("n", pa.int64())])
+
+
+def _arrow_schema():
+    # pyarrow is imported here, not with the module: it starts a thread, and pyspark's daemon forks its workers
+    # after importing the engine (sparkdl.daemon.preload)
+    import pyarrow as pa
+    return pa.schema([("part", pa.int32()), ("grad", pa.binary()), ("half", pa.bool_()), ("loss", pa.float64()),
+                      ("norm", pa.float64()), ("buf", pa.binary()), ("n", pa.int64())])
 
 
 def connect_gradient_task(fit_value, weights, epoch: int, iteration: int, global_iteration: int, batches):
@@ -46,6 +51,8 @@ def connect_gradient_task(fit_value, weights, epoch: int, iteration: int, global
     blocks = partition_blocks(batches)  # reads the whole input: keeps the Python worker reusable
     if not blocks:
         return
+    import pyarrow as pa  # see _arrow_schema
+    schema = _arrow_schema()
     fit: FitContext = fit_value.value
     ctx = IterationContext(None, None, epoch, iteration, global_iteration, 0.0)
     with task_scope(fit.threads):
@@ -59,10 +66,10 @@ def connect_gradient_task(fit_value, weights, epoch: int, iteration: int, global
             yield pa.RecordBatch.from_pylist([{
                 "part": p, "grad": grad.tobytes(), "half": half, "loss": float(loss_sum), "norm": float(norm),
                 "buf": None if buf is None else np.asarray(buf, np.float32).tobytes(), "n": int(n)}],
-                schema=_ARROW_SCHEMA)
+                schema=schema)
 
 
-def _parts(table: pa.Table) -> list:
+def _parts(table) -> list:
     """``(p, grad, loss_sum, normalizer, (buffer_sum, n))`` per record, as the classic gradient task emits them."""
     out = []
     for r in table.to_pylist():

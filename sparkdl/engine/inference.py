@@ -5,8 +5,6 @@ from __future__ import annotations
 from functools import partial
 
 import numpy as np
-
-import pyarrow as pa
 from pyspark import cloudpickle
 
 from sparkdl.engine.broadcast import CloudBroadcast
@@ -98,6 +96,7 @@ class _Shipped:
 
 def _evaluate_connect_task(shipped, batch_size, integer_labels, batches):
     """Every source partition's metric states (pickled) from Arrow batches of a ConnectBlocks frame."""
+    import pyarrow as pa  # not with the module: pyarrow starts a thread, and pyspark's daemon forks after preload
     blocks = partition_blocks(batches)
     for p in sorted(blocks):
         for states in _evaluate_partition(shipped, batch_size, integer_labels, [blocks[p]]):

@@ -75,7 +75,7 @@ def local_python_advice(sc, session=None) -> tuple[str | None, bool]:
     ``(None, False)`` when they run this environment's Python (or the master is not local). ``fatal`` when that
     interpreter cannot run sparkdl's tasks (no sparkdl or another version, another Python major.minor, another
     numpy major version, or it cannot be started); the message then names the exact fix."""
-    if not sc.master.startswith("local"):
+    if sc is None or not sc.master.startswith("local"):  # a cluster, or Spark Connect (the server's workers)
         return None, False
     name, origin = worker_python(sc, session)
     path = shutil.which(name) or name

@@ -19,7 +19,7 @@ __all__ = [
     "relu_forward", "relu_backward",
     "leaky_relu_forward", "leaky_relu_backward",
     "elu_forward", "elu_backward",
-    "gelu_forward", "gelu_backward", "gelu_tanh_forward", "gelu_tanh_backward",
+    "gelu_forward", "gelu_backward", "gelu_tanh_forward", "gelu_tanh_backward", "erf_forward",
     "tanh_forward", "tanh_backward",
     "sigmoid_forward", "sigmoid_backward",
     "silu_forward", "silu_backward", "softplus_forward", "softplus_backward", "prelu_forward", "prelu_backward",
@@ -91,6 +91,15 @@ def elu_backward(x, grad_y, alpha):
 
 
 # ---------------------------------------------------------------------------------------------- GELU
+@njit_parallel
+def erf_forward(x):
+    """The error function elementwise (``math.erf`` in float64, rounded to ``x``'s dtype); flat arrays."""
+    out = np.empty_like(x)
+    for i in prange(x.size):
+        out[i] = math.erf(np.float64(x[i]))
+    return out
+
+
 @njit_parallel
 def gelu_forward(x):
     """Exact GELU, ``x * Phi(x)`` with ``Phi(x) = (1 + erf(x / sqrt(2))) / 2``."""

@@ -14,23 +14,49 @@ final class Chunks {
     private Chunks() {
     }
 
-    /** Appends values, starting a new chunk whenever the current one is full. */
+    /**
+     * Appends values, starting a new chunk whenever the current one is full. A chunk starts small and doubles up
+     * to the limit, so a writer holds about the bytes written, never a whole limit's worth (1 GiB by default).
+     */
     static final class Writer {
+        private static final int INITIAL = 1 << 16;
         private final int limit;
         private final List<byte[]> done = new ArrayList<>();
         private ByteBuffer current;
 
         Writer(int limit) {
             this.limit = limit;
-            this.current = ByteBuffer.allocate(limit).order(ByteOrder.LITTLE_ENDIAN);
+            this.current = allocate(Math.min(limit, INITIAL));
+        }
+
+        private static ByteBuffer allocate(int n) {
+            return ByteBuffer.allocate(n).order(ByteOrder.LITTLE_ENDIAN);
+        }
+
+        /** Doubles the current chunk (up to the limit), keeping what it holds. */
+        private void grow() {
+            ByteBuffer bigger = allocate((int) Math.min((long) limit, 2L * current.capacity()));
+            current.flip();
+            bigger.put(current);
+            current = bigger;
+        }
+
+        /** Room for at least one more byte: a larger current chunk while under the limit, else a new chunk. */
+        private void room() {
+            if (current.hasRemaining()) {
+                return;
+            }
+            if (current.capacity() < limit) {
+                grow();
+            } else {
+                done.add(current.array());
+                current = allocate(Math.min(limit, INITIAL));
+            }
         }
 
         private void put(byte[] b) {
             for (byte x : b) {
-                if (!current.hasRemaining()) {
-                    done.add(current.array());
-                    current = ByteBuffer.allocate(limit).order(ByteOrder.LITTLE_ENDIAN);
-                }
+                room();
                 current.put(x);
             }
         }
@@ -50,12 +76,15 @@ final class Chunks {
             int i = 0;
             while (i < values.length) {
                 if (current.remaining() < 4) {
+                    if (current.capacity() < limit) {
+                        grow();
+                        continue;
+                    }
                     if (current.position() % 4 != 0) {  // unaligned tail: byte by byte
                         putInt(Float.floatToRawIntBits(values[i++]));
                         continue;
                     }
-                    done.add(current.array());
-                    current = ByteBuffer.allocate(limit).order(ByteOrder.LITTLE_ENDIAN);
+                    room();
                 }
                 int n = Math.min(values.length - i, current.remaining() / 4);
                 current.asFloatBuffer().put(values, i, n);
