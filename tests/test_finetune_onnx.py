@@ -1,11 +1,11 @@
 """Fine-tuning an imported ONNX network on Spark: the example on a subset (PyTorch -> ONNX -> sparkdl ->
 DLClassifier -> ONNX -> onnxruntime), and DistributedTrainer fine-tuning (frozen or not) equal to the
 same steps in-process. On Fashion-MNIST, fetched into the dataset cache once per machine (tests/conftest.py)."""
-import importlib.util
-import os
 
 import numpy as np
 import pytest
+
+from tests.examples import load_example
 
 pytest.importorskip("torch")
 pytest.importorskip("onnxruntime")
@@ -16,14 +16,9 @@ from sparkdl.engine import DistributedTrainer, MaxEpoch  # noqa: E402
 from sparkdl.engine.plan import global_batch  # noqa: E402
 from sparkdl.trainer import train_step  # noqa: E402
 
-EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "finetune_onnx.py")
-
 
 def _example():
-    spec = importlib.util.spec_from_file_location("finetune_onnx", EXAMPLE)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
-    return example
+    return load_example("finetune_onnx")
 
 
 @pytest.fixture(scope="module")

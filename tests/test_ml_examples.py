@@ -1,23 +1,18 @@
 """Real data through the Spark ML stages: the census-income pipeline example on a subset, and LeNet-5 on MNIST
 as a DataFrame of flat vectors reshaped by featureShape. The data sets are fetched into the dataset cache once per
 machine (tests/conftest.py)."""
-import importlib.util
-import os
 
 import numpy as np
 import pytest
+
+from tests.examples import load_example
 from pyspark.ml.linalg import Vectors, VectorUDT
 from pyspark.sql.types import DoubleType, StructField, StructType
-
-EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
-                       "census_income_pipeline.py")
 
 
 @pytest.mark.slow
 def test_census_pipeline_example_on_a_subset(spark, census_income_cached):
-    spec = importlib.util.spec_from_file_location("census_income_pipeline", EXAMPLE)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = load_example("census_income_pipeline")
     res = example.run(spark, train_rows=3000, test_rows=1500, epochs=1, batch_size=250, hidden=(32,), lr=1e-2,
                       logreg_max_iter=10)
     assert res["train_rows"] == 3000 and res["test_rows"] == 1500 and res["features"] > 300

@@ -1,24 +1,19 @@
 """examples/score_onnx_cnn.py on a small input: a PyTorch MobileNetV2 exported to ONNX (both exporters), imported,
 scored on Spark with ``DLModel.transform`` over a DataFrame of PNG images, and compared with onnxruntime and
 PyTorch on the same images."""
-import importlib.util
-import os
 
 import pytest
+
+from tests.examples import load_example
 
 pytest.importorskip("torch")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 pytest.importorskip("PIL")
 
-EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "score_onnx_cnn.py")
-
 
 def _example():
-    spec = importlib.util.spec_from_file_location("score_onnx_cnn", EXAMPLE)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
-    return example
+    return load_example("score_onnx_cnn")
 
 
 def test_state_dict_names_are_torchvision_s():

@@ -2,20 +2,14 @@
 snippets: Spark ML tokenizer + CountVectorizer vocabulary -> token ids -> DLClassifier with Embedding + LSTM and with
 the Transformer encoder, next to LogisticRegression on TF-IDF. The corpus is fetched into the dataset cache once per
 machine (tests/conftest.py)."""
-import importlib.util
-import os
 
 import pytest
 
-EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
-                       "text_classification.py")
+from tests.examples import load_example
 
 
 def _example():
-    spec = importlib.util.spec_from_file_location("text_classification", EXAMPLE)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
-    return example
+    return load_example("text_classification")
 
 
 #: The example with rows=1500 tests on 305 snippets (seeded split), 157 of them fresh: a constant predictor scores
