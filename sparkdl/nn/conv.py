@@ -217,7 +217,8 @@ class Conv2d(_ConvLayer):
         """
         ho, wo = self._check(x)
         x = np.ascontiguousarray(x)
-        weight = (self.weight * scale.reshape(-1, 1, 1, 1)).astype(self.dtype)
+        # the scale in the layer's dtype: one pass over the weights (a float64 product and cast took three)
+        weight = self.weight * scale.astype(self.dtype).reshape(-1, 1, 1, 1)
         bias = ((self.bias * scale if self.use_bias else 0.0) + shift).astype(self.dtype)
         algorithm, weight, geom, _ = self._plan_call(x.shape, weight)
         y = conv2d_forward(algorithm, x, weight, bias, geom, ho, wo)

@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sparkdl.kernels import conv as K
+from sparkdl.nn.gemm import matmul
 
 __all__ = ["ConvGeometry", "im2col_plan", "im2col_forward", "im2col_backward", "im2col_input_grad", "chunk_samples",
            "chunks"]
@@ -115,9 +116,9 @@ def im2col_forward(x, weight, bias, geom: ConvGeometry, ho: int, wo: int) -> np.
     for n0, b, lc in chunks(n, nb, ho * wq):
         colc, ywc = _columns(x, n0, b, geom, plan, ho, xp, cols), yw[:co * lc].reshape(co, lc)
         if g == 1:
-            np.matmul(wg[0], colc, out=ywc)
+            matmul(wg[0], colc, out=ywc)
         else:
-            np.matmul(wg, colc.reshape(g, k // g, lc), out=ywc.reshape(g, co // g, lc))
+            matmul(wg, colc.reshape(g, k // g, lc), out=ywc.reshape(g, co // g, lc))
         K.crop_bias(ywc, bias, n0, ho, wo, wq, y)
     return y
 
@@ -141,11 +142,11 @@ def im2col_backward(x, weight, grad_y, geom: ConvGeometry, grad_w, input_grad: b
         colc, gywc = _columns(x, n0, b, geom, plan, ho, xp, cols), gyw[:co * lc].reshape(co, lc)
         K.widen(grad_y, n0, wq, gywc)
         gy3, col3 = gywc.reshape(g, co // g, lc), colc.reshape(g, k // g, lc)
-        np.matmul(col3, gy3.transpose(0, 2, 1), out=gwt if n0 == 0 else tmp)
+        matmul(col3, gy3.transpose(0, 2, 1), out=gwt if n0 == 0 else tmp)
         if n0:
             gwt += tmp
         if input_grad:
-            np.matmul(wg.transpose(0, 2, 1), gy3, out=col3)  # grad of the columns, in place of cols
+            matmul(wg.transpose(0, 2, 1), gy3, out=col3)  # grad of the columns, in place of cols
             _add_columns(colc, n0, geom, plan, ho, grad_x)
     grad_w.reshape(g, co // g, k // g)[...] = gwt.transpose(0, 2, 1)
     return grad_x
@@ -165,6 +166,6 @@ def im2col_input_grad(grad_y, weight, geom: ConvGeometry, x_shape) -> np.ndarray
     for n0, b, lc in chunks(x_shape[0], nb, ho * wq):
         colc, gywc = cols[:k * lc].reshape(k, lc), gyw[:co * lc].reshape(co, lc)
         K.widen(grad_y, n0, wq, gywc)
-        np.matmul(wgt, gywc.reshape(g, co // g, lc), out=colc.reshape(g, k // g, lc))
+        matmul(wgt, gywc.reshape(g, co // g, lc), out=colc.reshape(g, k // g, lc))
         _add_columns(colc, n0, geom, plan, ho, grad_x)
     return grad_x

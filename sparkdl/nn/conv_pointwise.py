@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from sparkdl.nn.conv_im2col import chunk_samples, chunks
+from sparkdl.nn.gemm import matmul
 
 __all__ = ["pointwise_forward", "pointwise_backward"]
 
@@ -46,7 +47,7 @@ def pointwise_forward(x, weight, bias, stride):
     w2 = weight.reshape(co, c)
     x3 = xs.reshape(n, c, length)
     if length >= _PLANE_GEMM_MIN_POSITIONS:
-        y = np.matmul(w2, x3)
+        y = matmul(w2, x3)
     else:
         y = np.empty((n, co, length), x.dtype)
         nb = _plan(n, c, co, length, x.itemsize)
@@ -54,7 +55,7 @@ def pointwise_forward(x, weight, bias, stride):
         for n0, b, lc in chunks(n, nb, length):
             xc, yc = xt[:c * lc].reshape(c, b, length), yt[:co * lc].reshape(co, lc)
             xc[...] = x3[n0:n0 + b].transpose(1, 0, 2)
-            np.matmul(w2, xc.reshape(c, lc), out=yc)
+            matmul(w2, xc.reshape(c, lc), out=yc)
             y[n0:n0 + b] = yc.reshape(co, b, length).transpose(1, 0, 2)
     if bias.shape[0]:
         y += bias[:, None]
@@ -73,10 +74,10 @@ def pointwise_backward(x, weight, grad_y, stride, grad_w, input_grad=True):
     gw, tmp = np.zeros((co, c), x.dtype), np.empty((co, c), x.dtype)
     if length >= _PLANE_GEMM_MIN_POSITIONS:
         for i in range(n):
-            np.matmul(gy3[i], x3[i].T, out=gw if i == 0 else tmp)
+            matmul(gy3[i], x3[i].T, out=gw if i == 0 else tmp)
             if i:
                 gw += tmp
-        gxs = np.matmul(w2t, gy3) if input_grad else None
+        gxs = matmul(w2t, gy3) if input_grad else None
     else:
         gxs = np.empty((n, c, length), x.dtype) if input_grad else None
         nb = _plan(n, c, co, length, x.itemsize)
@@ -85,11 +86,11 @@ def pointwise_backward(x, weight, grad_y, stride, grad_w, input_grad=True):
             xc, gc = xt[:c * lc].reshape(c, b, length), gt[:co * lc].reshape(co, b, length)
             xc[...] = x3[n0:n0 + b].transpose(1, 0, 2)
             gc[...] = gy3[n0:n0 + b].transpose(1, 0, 2)
-            np.matmul(gc.reshape(co, lc), xc.reshape(c, lc).T, out=gw if n0 == 0 else tmp)
+            matmul(gc.reshape(co, lc), xc.reshape(c, lc).T, out=gw if n0 == 0 else tmp)
             if n0:
                 gw += tmp
             if input_grad:
-                np.matmul(w2t, gc.reshape(co, lc), out=xc.reshape(c, lc))  # grad of the gathered input, in place
+                matmul(w2t, gc.reshape(co, lc), out=xc.reshape(c, lc))  # grad of the gathered input, in place
                 gxs[n0:n0 + b] = xc.transpose(1, 0, 2)
     grad_w[...] = gw.reshape(grad_w.shape)
     if not input_grad:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from sparkdl.kernels import conv as K
+from sparkdl.nn.gemm import matmul
 from sparkdl.nn.conv_im2col import chunk_samples, chunks
 
 __all__ = ["winograd_forward", "winograd_backward"]
@@ -45,7 +46,7 @@ def winograd_forward(x, weight, bias, padding, ho, wo):
     for n0, _, L in chunks(n, nb, tiles):
         v, m = vbuf[:c * 16 * L].reshape(c, 16, L), mbuf[:co * 16 * L].reshape(co, 16, L)
         K.winograd_input(x, n0, ph, pw, th, tw, v)
-        np.matmul(u, v.transpose(1, 0, 2), out=m.transpose(1, 0, 2))
+        matmul(u, v.transpose(1, 0, 2), out=m.transpose(1, 0, 2))
         K.winograd_output(m, bias, n0, th, tw, y)
     return y
 
@@ -68,10 +69,10 @@ def winograd_backward(x, weight, grad_y, padding, grad_w, input_grad=True):
         v, gyt = vbuf[:c * 16 * L].reshape(c, 16, L), gbuf[:co * 16 * L].reshape(co, 16, L)
         K.winograd_input(x, n0, ph, pw, th, tw, v)
         K.winograd_grad_output(grad_y, n0, th, tw, gyt)
-        np.matmul(gyt.transpose(1, 0, 2), v.transpose(1, 2, 0), out=tmp)
+        matmul(gyt.transpose(1, 0, 2), v.transpose(1, 2, 0), out=tmp)
         gu += tmp
         if input_grad:
-            np.matmul(ut, gyt.transpose(1, 0, 2), out=v.transpose(1, 0, 2))  # dV, in place of V
+            matmul(ut, gyt.transpose(1, 0, 2), out=v.transpose(1, 0, 2))  # dV, in place of V
             K.winograd_input_adjoint(v, n0, ph, pw, th, tw, grad_x)
     gw = np.tensordot(np.tensordot(g, gu.reshape(4, 4, co, c), axes=(0, 0)), g, axes=(1, 0))  # (3, Co, C, 3)
     grad_w[...] = gw.transpose(1, 2, 0, 3)

@@ -6,6 +6,7 @@ import numpy as np
 
 from sparkdl.nn import init
 from sparkdl.nn._checks import check_input, check_positive_int
+from sparkdl.nn.gemm import matmul
 from sparkdl.nn.module import Module
 
 __all__ = ["Linear"]
@@ -57,19 +58,19 @@ class Linear(Module):
 
     def forward(self, x, *, training=False, rng=None):
         check_input(self, x, 2, axis=1, size=self.in_features)
-        y = x @ self.weight.T
+        y = matmul(x, self.weight.T)
         if self.use_bias:
             y += self.bias
         return y, x
 
     def backward(self, cache, grad_y, grad_params):
         self.backward_parameters(cache, grad_y, grad_params)
-        return grad_y @ self.weight
+        return matmul(grad_y, self.weight)
 
     def backward_parameters(self, cache, grad_y, grad_params):
         x = cache
         g = self.grad_views(grad_params)
-        np.matmul(grad_y.T, x, out=g["weight"])
+        matmul(grad_y.T, x, out=g["weight"])
         if self.use_bias:
             np.sum(grad_y, axis=0, out=g["bias"])
 

@@ -23,9 +23,6 @@ trainer to float tolerance rather than bitwise (with one thread, the default, bi
 from __future__ import annotations
 
 import copy
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -33,31 +30,12 @@ from sparkdl.config import get_num_threads, set_thread_local_threads
 from sparkdl.nn.dropout_masks import row_offset
 from sparkdl.step.gradient import gradient_sum
 from sparkdl.step.rows import rows_independent
+from sparkdl.threadpool import executor
 
 __all__ = ["split_gradient_sum", "task_gradient_sum", "MIN_ROWS_PER_THREAD"]
 
 #: Below this many rows per thread a part is too small for the split to pay (kernel calls dominate).
 MIN_ROWS_PER_THREAD = 16
-
-_pools: dict = {}  # thread count -> ThreadPoolExecutor, kept across steps
-_pools_lock = threading.Lock()
-
-
-def _forget_pools_in_child():  # a forked child inherits the pools (and lock) but none of their threads
-    global _pools_lock
-    _pools.clear()
-    _pools_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pools_in_child)
-
-
-def _executor(n: int) -> ThreadPoolExecutor:
-    with _pools_lock:
-        if n not in _pools:
-            _pools[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="sparkdl-step")
-        return _pools[n]
-
 
 def _same_state(a, b) -> bool:
     if isinstance(a, dict):
@@ -110,7 +88,7 @@ def split_gradient_sum(model, loss_sum, xb, yb, grad_out, threads: int, rng=None
     rngs = [None if rng is None else copy.deepcopy(rng) for _ in range(threads)]  # same state each
     # Parts 1.. on the pool, part 0 on this thread, which is running already: one thread to wake instead of all
     # (the 2-thread step measured faster and steadier so, bench/RESULTS.md).
-    futures = [_executor(threads - 1).submit(_part, model, loss_sum, xb[lo:hi], yb[lo:hi], r, int(lo), g)
+    futures = [executor(threads - 1).submit(_part, model, loss_sum, xb[lo:hi], yb[lo:hi], r, int(lo), g)
                for lo, hi, r, g in zip(bounds[1:-1], bounds[2:], rngs[1:], grads[1:])]
     own = get_num_threads()
     try:
