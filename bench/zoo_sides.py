@@ -299,8 +299,8 @@ def sparkdl_worker(name, exchange):
             info["train_file"] = file if train_model is not None else None
     ops = {}
     if infer_model is not None:
-        x = _one(xi)
-        ops["infer"] = lambda t: lambda: infer_model(x)
+        x_infer = _one(xi)  # not ``x``: the lambda reads the name when called (it was the training batch)
+        ops["infer"] = lambda t: lambda: infer_model(x_infer)
     if train_model is not None:
         rng = np.random.default_rng(0)
         info["train_error"] = _relative(train_model.forward(_one(xt), training=True, rng=rng)[0], out_t)
@@ -308,10 +308,10 @@ def sparkdl_worker(name, exchange):
         opt = SGD(lr=LR, momentum=MOMENTUM).configure(train_model.parameter_layout())
         state = opt.init_state(0, train_model.num_parameters())
         grad = train_model.zeros_like_parameters()
-        x = _one(xt)
+        x_train = _one(xt)
 
         def train():
-            _, count = task_gradient_sum(train_model, loss, x, y, rng, grad)
+            _, count = task_gradient_sum(train_model, loss, x_train, y, rng, grad)
             grad[...] /= count
             opt.update(train_model.flat_parameters, grad, state, lo=0)
         ops["train"] = lambda t: train
