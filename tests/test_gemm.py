@@ -26,7 +26,8 @@ def _rand(rng, *shape):
     ((1, 128, 300), (1, 300, 500)),      # one matrix: rows again
     ((256, 96), (5, 96, 300)),           # a 2-D operand shared by a batch (pointwise per sample)
     ((3, 200, 64), (64, 900)),
-], ids=["2d", "batched", "batch-of-one", "shared-a", "shared-b"])
+    ((16, 576), (576, 8192)),            # few rows: columns of b
+], ids=["2d", "batched", "batch-of-one", "shared-a", "shared-b", "thin-a"])
 def test_the_cut_product_is_numpys_bit_for_bit(threads, sa, sb):
     rng = np.random.default_rng(0)
     a, b = _rand(rng, *sa), _rand(rng, *sb)

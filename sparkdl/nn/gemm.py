@@ -5,9 +5,9 @@ collapses when the machine's other cores are busy), so a layer whose time is its
 not get faster with more threads. :func:`matmul` cuts a large product into one part per numba thread of the
 calling thread and runs the parts at once, each a one-thread BLAS call (numpy releases the GIL): along the batch
 axis of a batched product when it has at least as many matrices as threads (Winograd's 16 points, grouped
-convolutions), else along the rows of ``a`` and ``out``. Every output element is computed by the same BLAS call on
-the same operands as without the cut (a row block of ``a`` times ``b``), so the result does not depend on the
-thread count (tested bitwise). Inside a row part of a split training step the calling thread has one numba thread
+convolutions), else along the rows of ``a`` and ``out``, or, for a thin ``a`` (few output channels), the columns
+of ``b`` and ``out``. Every output element is computed from the same row of ``a`` and column of ``b`` over the same
+inner dimension as without the cut, so the result does not depend on the thread count (tested bitwise). Inside a row part of a split training step the calling thread has one numba thread
 and the product is not cut again.
 """
 from __future__ import annotations
@@ -19,9 +19,15 @@ from sparkdl.threadpool import executor
 
 __all__ = ["matmul", "MIN_SPLIT_FLOPS"]
 
-#: Products below this many floating-point operations (``2 * M * N * K`` per matrix) run whole: a part handed to
-#: another thread costs ~20-50 us to wake and join, about 2 MFLOP of one core's BLAS.
-MIN_SPLIT_FLOPS = 1 << 23
+#: Products below this many floating-point operations (``2 * M * N * K`` in all) run whole. A part handed to
+#: another thread costs ~50-100 us to wake, join and re-take the GIL; one core's BLAS does ~90 GFLOP/s here, so
+#: this keeps that cost near a tenth of the product. At 8 MFLOP, ResNet-20's training step (3,600 GEMMs of 16-64
+#: rows) ran at 0.6x its one-thread speed on two threads (bench/zoo.py, idle).
+MIN_SPLIT_FLOPS = 1 << 25
+
+#: Rows per part below which a 2-D product is cut by the columns of ``b`` instead (a thin row block runs BLAS's
+#: kernels at a fraction of their speed).
+MIN_ROWS_PER_PART = 64
 
 
 def _parts(n: int, threads: int):
@@ -54,12 +60,12 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     if out.ndim == 3 and out.shape[0] >= threads:
         parts = [(np.s_[lo:hi] if a.ndim == 3 else np.s_[...], np.s_[lo:hi] if b.ndim == 3 else np.s_[...],
                   np.s_[lo:hi]) for lo, hi in _parts(out.shape[0], threads)]
-    else:
-        rows = a.shape[-2]
-        if rows < threads:
-            return np.matmul(a, b, out=out)
+    elif a.shape[-2] >= threads * MIN_ROWS_PER_PART or b.ndim > 2:
         parts = [((..., np.s_[lo:hi], np.s_[:]), np.s_[...], (..., np.s_[lo:hi], np.s_[:]))
-                 for lo, hi in _parts(rows, threads)]
+                 for lo, hi in _parts(a.shape[-2], threads)]
+    else:  # few rows, b shared by every row: its columns
+        parts = [(np.s_[...], (np.s_[:], np.s_[lo:hi]), (..., np.s_[lo:hi]))
+                 for lo, hi in _parts(b.shape[-1], threads)]
     futures = [executor(threads - 1).submit(np.matmul, a[sa], b[sb], out=out[so]) for sa, sb, so in parts[1:]]
     sa, sb, so = parts[0]
     try:
