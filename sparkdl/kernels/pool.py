@@ -11,7 +11,7 @@ from numba import prange
 
 from sparkdl.config import njit, njit_parallel
 
-__all__ = ["is_pool2x2", "max_pool2x2_forward", "max_pool2d_forward", "max_pool2d_backward", "max_pool2x2_backward",
+__all__ = ["is_pool2x2", "max_pool2x2_forward", "max_pool2d_forward", "max_pool2d_values", "max_pool2d_backward", "max_pool2x2_backward",
            "avg_pool2d_forward", "avg_pool2d_backward", "adaptive_avg_pool2d_forward", "adaptive_avg_pool2d_backward"]
 
 
@@ -69,6 +69,36 @@ def max_pool2d_forward(x, kh, kw, sh, sw, ph, pw, Ho, Wo):
                 y[p, oh, ow] = best
                 idx[p, oh, ow] = arg
     return y, idx
+
+
+@njit_parallel
+def max_pool2d_values(x, kh, kw, sh, sw, ph, pw, Ho, Wo):
+    """The maxima of :func:`max_pool2d_forward` without the indices (inference): each output row is the running
+    maximum, row by row of its window, of the window's column maxima, a loop over the row that LLVM vectorises;
+    the same values (a maximum does not depend on the order it is taken in; NaN propagates)."""
+    P, H, W = x.shape
+    y = np.empty((P, Ho, Wo), x.dtype)
+    for p in prange(P):
+        for oh in range(Ho):
+            h0 = oh * sh - ph
+            h1 = min(h0 + kh, H)
+            h0 = max(h0, 0)
+            out = y[p, oh]
+            for ow in range(Wo):
+                w0 = max(ow * sw - pw, 0)
+                out[ow] = x[p, h0, w0]
+            for h in range(h0, h1):
+                row = x[p, h]
+                for j in range(kw):
+                    lo = 0  # first output column whose window holds input column ow*sw - pw + j
+                    while lo < Wo and lo * sw - pw + j < 0:
+                        lo += 1
+                    hi = Wo
+                    while hi > lo and (hi - 1) * sw - pw + j >= W:
+                        hi -= 1
+                    for ow in range(lo, hi):
+                        out[ow] = _pick(row[ow * sw - pw + j], out[ow])
+    return y
 
 
 @njit_parallel

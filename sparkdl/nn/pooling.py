@@ -104,6 +104,17 @@ class MaxPool2d(_WindowPool2d):
         y, idx = K.max_pool2d_forward(planes, kh, kw, sh, sw, ph, pw, ho, wo)
         return y.reshape(shape), (idx, x.shape)
 
+    def infer(self, x):
+        """Evaluation output without the argmax indices backward needs (:func:`~sparkdl.kernels.pool.max_pool2d_values`
+        for windows other than the disjoint 2x2 ones, which never track indices)."""
+        planes, ho, wo = self._geometry(x)
+        (kh, kw), (sh, sw), (ph, pw) = self.kernel_size, self.stride, self.padding
+        if K.is_pool2x2(x.shape[2], x.shape[3], kh, kw, sh, sw, ph, pw, ho, wo):
+            y = K.max_pool2x2_forward(planes, ho, wo)
+        else:
+            y = K.max_pool2d_values(planes, kh, kw, sh, sw, ph, pw, ho, wo)
+        return y.reshape(x.shape[0], x.shape[1], ho, wo)
+
     def backward(self, cache, grad_y, grad_params):
         saved, shape = cache
         if isinstance(saved, tuple):  # the 2x2 path: winners recomputed from (input planes, output)
