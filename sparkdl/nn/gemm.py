@@ -7,8 +7,8 @@ calling thread and runs the parts at once, each a one-thread BLAS call (numpy re
 axis of a batched product when it has at least as many matrices as threads (Winograd's 16 points, grouped
 convolutions), else along the rows of ``a`` and ``out``, or, for a thin ``a`` (few output channels), the columns
 of ``b`` and ``out``. Every output element is computed from the same row of ``a`` and column of ``b`` over the same
-inner dimension as without the cut, so the result does not depend on the thread count (tested bitwise). Inside a row part of a split training step the calling thread has one numba thread
-and the product is not cut again.
+inner dimension as without the cut, so the result does not depend on the thread count (tested bitwise). Inside a
+row part of a split training step the calling thread has one numba thread and the product is not cut again.
 """
 from __future__ import annotations
 
