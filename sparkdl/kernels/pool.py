@@ -73,8 +73,8 @@ def max_pool2d_forward(x, kh, kw, sh, sw, ph, pw, Ho, Wo):
 
 @njit_parallel
 def max_pool2d_values(x, kh, kw, sh, sw, ph, pw, Ho, Wo):
-    """The maxima of :func:`max_pool2d_forward` without the indices (inference): each output row is the running
-    maximum, row by row of its window, of the window's column maxima, a loop over the row that LLVM vectorises;
+    """The maxima of :func:`max_pool2d_forward` without the indices (inference): each output row is a running
+    maximum taken once per window row and column offset, each a pass over the output row with no index to carry;
     the same values (a maximum does not depend on the order it is taken in; NaN propagates)."""
     P, H, W = x.shape
     y = np.empty((P, Ho, Wo), x.dtype)
