@@ -45,10 +45,11 @@ def _floors_ms(remote, frame, rounds: int = 40) -> dict:
     return {k: round(1000 * float(np.median(v)), 1) for k, v in times.items()}
 
 
-def _median_iteration_ms(data, iterations, jvm_reduce=None):
+def _median_iteration_ms(data, iterations, jvm_reduce=None, warm=False):
     """Median ms per iteration (after 3) of the tiny model on ``data`` (DataBlocks or ConnectBlocks), after
-    :data:`WARMUP` unmeasured iterations."""
-    _fit(data, WARMUP, jvm_reduce)
+    :data:`WARMUP` unmeasured iterations (none when ``warm``: the caller ran them)."""
+    if not warm:
+        _fit(data, WARMUP, jvm_reduce)
     summary = _fit(data, iterations, jvm_reduce)
     data.unpersist()
     return 1000 * float(np.median([r["seconds"] for r in summary.iterations[3:]]))
@@ -85,7 +86,7 @@ def connect_comparison(classic_session, iterations: int) -> dict:
         load_s = time.perf_counter() - t
         _fit(data, WARMUP, None)
         floors = _floors_ms(remote, data.frame)
-        connect_ms = _median_iteration_ms(data, iterations + 3)
+        connect_ms = _median_iteration_ms(data, iterations + 3, warm=True)
         remote.stop()
         os.environ.pop(CONNECT_MODE, None)
     finally:
