@@ -177,7 +177,12 @@ def worker(lib, name, exchange):
         set_threads(int(threads))
         step()  # untimed: wakes this thread count's pools after the pause
         return procs.time_steps(step, int(steps))
-    procs.serve({"warmup": warmup, "time": timed}, info)
+    if lib == "sparkdl":
+        from sparkdl.allocator import retained_memory
+        with retained_memory():  # as in sparkdl's Spark tasks (sparkdl.engine.worker.task_scope)
+            procs.serve({"warmup": warmup, "time": timed}, info)
+    else:
+        procs.serve({"warmup": warmup, "time": timed}, info)
 
 
 # ---------------------------------------------------------------- parent: drives the workers

@@ -5,7 +5,7 @@ workers.
 For every master (default ``local[1]``, ``local[2]``, ``local-cluster[2,1,2048]``) and model (LeNet-5, the MLP), in
 a process and Spark session of its own (so each starts cold):
   * raw: ``forward_in_batches`` over a float32 array with the allocator setting sparkdl's workers use
-    (``sparkdl.engine.worker.retain_freed_memory``), no Spark, three ways on the master's cores:
+    (``sparkdl.allocator.retain_freed_memory``), no Spark, three ways on the master's cores:
     "one process" (``raw_one_process``): numba threads = cores and BLAS free to use the cores (BLAS threads =
     cores); "per core" (``raw_per_core``): the rows split over one process per core, one numba and one BLAS thread
     each (its core), all at once, as Spark's workers run; and, secondary, "one process, BLAS on one thread"
@@ -137,7 +137,7 @@ def _raw_share(name: str, rows: int, part: int, parts: int, batch: int, repeats:
     BLAS/numba thread), each run started with the other processes' at ``barrier``."""
     from sparkdl.config import set_num_threads
     from sparkdl.engine.inference import forward_in_batches
-    from sparkdl.engine.worker import retain_freed_memory
+    from sparkdl.allocator import retain_freed_memory
     set_num_threads(1)
     retain_freed_memory()
     net, shape = _model(name)
@@ -170,7 +170,7 @@ def raw_one_process(net, xs: np.ndarray, cores: int, batch: int, repeats: int, b
     ``blas_threads`` BLAS threads (None: ``cores``), best of ``repeats``."""
     from sparkdl.config import set_num_threads
     from sparkdl.engine.inference import forward_in_batches
-    from sparkdl.engine.worker import retain_freed_memory
+    from sparkdl.allocator import retain_freed_memory
     set_num_threads(cores, blas_threads=blas_threads)
     retain_freed_memory()  # as in the workers: without it LeNet-5's raw forward is 18-25% slower
     forward_in_batches(net, xs[:batch], batch)

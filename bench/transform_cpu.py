@@ -245,7 +245,7 @@ def main(argv=None) -> int:
     from sparkdl.config import set_num_threads
     from sparkdl.engine import get_or_create_session
     from sparkdl.engine.inference import forward_in_batches
-    from sparkdl.engine.worker import retain_freed_memory
+    from sparkdl.allocator import retain_freed_memory
     from sparkdl.ml import DLClassificationModel
 
     spark = get_or_create_session(args.master, app_name="sparkdl-bench-transform-cpu",

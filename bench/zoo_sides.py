@@ -275,6 +275,7 @@ def sparkdl_worker(name, exchange):
     the whole vector) on the imported training file and the eval forward on the file onnxruntime runs."""
     import sparkdl
     from sparkdl import nn
+    from sparkdl.allocator import retained_memory
     from sparkdl.config import threading_layer
     from sparkdl.optim import SGD
     from sparkdl.step import sum_reduction, task_gradient_sum
@@ -317,4 +318,5 @@ def sparkdl_worker(name, exchange):
         ops["train"] = lambda t: train
     info["ops"] = sorted(ops)
     procs.forbid_imports(["torch", "onnxruntime"], "the sparkdl worker")
-    _serve(ops, sparkdl.set_num_threads, info)
+    with retained_memory():  # as in sparkdl's Spark tasks (sparkdl.engine.worker.task_scope), where both run
+        _serve(ops, sparkdl.set_num_threads, info)

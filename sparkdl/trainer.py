@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sparkdl.allocator import retained_memory
 from sparkdl.io.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from sparkdl.metrics import Loss, ValidationMethod
 from sparkdl.nn.module import Module
@@ -69,6 +70,7 @@ def _check_batch_size(fn: str, batch_size) -> int:
     return int(batch_size)
 
 
+@retained_memory()
 def predict(model: Module, x: np.ndarray, batch_size: int = 256) -> np.ndarray:
     """Model outputs for every sample of ``x`` (evaluation mode), computed ``batch_size`` rows at a time."""
     _check_xy("predict", x)
@@ -79,6 +81,7 @@ def predict(model: Module, x: np.ndarray, batch_size: int = 256) -> np.ndarray:
     return np.concatenate(outs, axis=0)
 
 
+@retained_memory()
 def evaluate(model: Module, x: np.ndarray, y: np.ndarray, metrics, batch_size: int = 256) -> dict[str, float]:
     """``{metric.name: value}`` of ``metrics`` (ValidationMethod instances) over ``(x, y)`` in eval mode."""
     _check_xy("evaluate", x, y)
@@ -127,6 +130,7 @@ def _call(callbacks, event: str, info: dict) -> bool:
     return stop
 
 
+@retained_memory()
 def fit(model: Module, loss, optimizer, x: np.ndarray, y: np.ndarray, *, batch_size: int, epochs: int, seed: int,
         validation_data: tuple | None = None, metrics=(), schedule=None, shuffle: bool = True, callbacks=(),
         checkpoint_dir=None, checkpoint_every: int | None = None, keep_last: int | None = None,

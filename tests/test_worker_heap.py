@@ -33,7 +33,7 @@ def test_retain_freed_memory_stops_page_faults_on_repeated_large_batches():
     code = textwrap.dedent("""
         import resource, sys
         import numpy as np
-        from sparkdl.engine.worker import retain_freed_memory
+        from sparkdl.allocator import retain_freed_memory
         if sys.argv[1] == "retain":
             assert retain_freed_memory()
         def faults():
@@ -59,3 +59,30 @@ def test_retain_freed_memory_stops_page_faults_on_repeated_large_batches():
     out = subprocess.run([sys.executable, "-c", code, "retain"], capture_output=True, text=True, check=True)
     counts = list(map(int, out.stdout.split()))
     assert counts[0] > 0 and sum(counts[2:]) <= counts[0] // 10, counts  # warmed up: blocks reused, no new pages
+
+
+def test_retained_memory_blocks_nest_and_the_last_one_restores_the_defaults():
+    # Faults per 20 MiB allocation (allocated, every page touched, freed; 5 times) inside the outer block after an
+    # inner block ended, and after the outer block ended (glibc's 128 KiB defaults: mapped afresh each time).
+    code = textwrap.dedent("""
+        import resource
+        import numpy as np
+        from sparkdl.allocator import retained_memory
+        def faults_per_alloc():
+            for _ in range(2):
+                np.empty(5 << 20, np.float32)[::1024] = 1.0
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            for _ in range(5):
+                np.empty(5 << 20, np.float32)[::1024] = 1.0
+            return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 5
+        with retained_memory() as outer:
+            with retained_memory() as inner:
+                pass
+            kept = faults_per_alloc()
+        print(outer, inner, kept, faults_per_alloc())
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[:2] == ["True", "True"]
+    kept, restored = float(out[2]), float(out[3])
+    assert kept == 0  # the inner block's end did not restore the defaults: the freed block was reused
+    assert restored >= 100  # after the outer block: every allocation maps fresh pages (20 MiB = 5,120 pages)

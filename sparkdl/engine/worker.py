@@ -6,8 +6,6 @@ rows across them, :mod:`sparkdl.step.threads`, and agrees to float rounding).
 """
 from __future__ import annotations
 
-import ctypes
-import functools
 import gc
 import os
 import queue
@@ -16,11 +14,11 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from sparkdl.allocator import retained_memory
 from sparkdl.config import kernel_threads, thread_pool_size
 from sparkdl.step import task_gradient_sum
 
-__all__ = ["local_gradient", "dropout_rng", "task_threads", "task_scope", "freeze_worker_heap",
-           "retain_freed_memory", "restore_allocator_defaults", "read_ahead"]
+__all__ = ["local_gradient", "dropout_rng", "task_threads", "task_scope", "freeze_worker_heap", "read_ahead"]
 
 
 def dropout_rng(seed: int, epoch: int, iteration: int, partition: int) -> np.random.Generator:
@@ -61,8 +59,8 @@ def task_scope(threads: int | None = None):
     """sparkdl's settings for the body of one Spark task, undone when it ends.
 
     Inside: numba kernels use :func:`task_threads` threads and BLAS one (:func:`sparkdl.config.kernel_threads`),
-    and glibc's ``malloc`` keeps freed blocks for reuse (:func:`retain_freed_memory`). On exit the thread counts
-    are restored to what they were and the allocator to glibc's defaults (:func:`restore_allocator_defaults`),
+    and glibc's ``malloc`` keeps freed blocks for reuse (:func:`sparkdl.allocator.retained_memory`). On exit the
+    thread counts are restored to what they were and the allocator to glibc's defaults,
     so a Python UDF of another library that Spark later runs in the same (reused) worker sees the process as
     Spark left it. Costs ~20 µs per task. The one lasting effect is :func:`freeze_worker_heap`'s ``gc.freeze``
     (it changes no result; see there).
@@ -73,13 +71,8 @@ def task_scope(threads: int | None = None):
         The task's numba thread count.
     """
     n = task_threads(threads)
-    with kernel_threads(n):
-        retained = retain_freed_memory()
-        try:
-            yield n
-        finally:
-            if retained:
-                restore_allocator_defaults()
+    with kernel_threads(n), retained_memory():
+        yield n
 
 
 _FROZEN = False
@@ -102,58 +95,6 @@ def freeze_worker_heap() -> None:
         gc.collect()
         gc.freeze()
         _FROZEN = True
-
-
-#: glibc ``mallopt`` parameters (``malloc.h``), the values :func:`retain_freed_memory` sets and glibc's defaults
-#: (``mallopt(3)``: 128 KiB each), which :func:`restore_allocator_defaults` sets back.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-_MMAP_THRESHOLD = 32 << 20  # glibc's maximum on 64-bit systems
-_TRIM_THRESHOLD = 512 << 20
-_GLIBC_DEFAULT_THRESHOLD = 128 << 10
-
-
-@functools.lru_cache(maxsize=1)
-def _mallopt():
-    """glibc's ``mallopt`` (looked up once per process: task_scope calls it twice per task), or None."""
-    try:
-        fn = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes, fn.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    return fn
-
-
-def retain_freed_memory() -> bool:
-    """Make glibc's ``malloc`` reuse freed blocks of up to 32 MiB instead of giving them back to the system.
-
-    A forward pass allocates its activations afresh for every batch (LeNet-5's first convolution: 18 MiB per
-    1,024 rows). By default glibc serves such blocks with ``mmap`` and unmaps them on ``free``, or trims the
-    heap, so every batch page-faults in new zeroed memory: measured on the benchmark machine, LeNet-5 scored
-    12,100-12,300 rows/s in batches of 1,024 and 15,300-15,500 with this setting, and 10,200-10,400 against
-    12,000-12,400 in a slower phase (the MLP, whose activations are small, is unchanged). The cost is that a
-    worker keeps up to 512 MiB of freed heap for reuse (its peak, at most) while the task runs.
-    Applied for the duration of each sparkdl task by :func:`task_scope`; a no-op returning False where the C
-    library is not glibc.
-
-    Returns
-    -------
-    bool
-        Whether both settings were applied.
-    """
-    mallopt = _mallopt()
-    return mallopt is not None and bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)) and bool(
-        mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
-
-
-def restore_allocator_defaults() -> bool:
-    """Set glibc's mmap and trim thresholds back to their documented defaults (128 KiB each), undoing
-    :func:`retain_freed_memory`. glibc offers no way to read the thresholds or to turn its dynamic mmap threshold
-    back on, so a worker that ran a sparkdl task keeps fixed 128 KiB thresholds: freed memory is returned to the
-    system as in a fresh process, and large blocks are mapped from the first time instead of after glibc's
-    adjustment. Returns whether both were set (False where the C library is not glibc)."""
-    mallopt = _mallopt()
-    return mallopt is not None and bool(mallopt(_M_MMAP_THRESHOLD, _GLIBC_DEFAULT_THRESHOLD)) and bool(
-        mallopt(_M_TRIM_THRESHOLD, _GLIBC_DEFAULT_THRESHOLD))
 
 
 _STOP = object()
