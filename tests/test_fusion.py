@@ -1,6 +1,6 @@
-"""Inference-time Conv2d -> BatchNorm2d (-> ReLU/ReLU6) fusion: ``model(x)`` (Module.infer) equals the unfused
-evaluation-mode forward pass within 1e-5, in Sequential, Residual, Concat and Graph containers; only eligible
-runs fuse; training and parameters are untouched."""
+"""Inference-time Conv2d (-> BatchNorm2d) (-> activation) fusion: ``model(x)`` (Module.infer) equals the unfused
+evaluation-mode forward pass within 1e-5 with a BatchNorm folded, bit for bit without one, in Sequential,
+Residual, Concat and Graph containers; only eligible runs fuse; training and parameters are untouched."""
 import numpy as np
 import pytest
 
@@ -57,7 +57,8 @@ def test_which_runs_fuse():
     assert fusable_run([conv, bn, relu], 0) == 3 and fusable_run([conv, bn, nn.ReLU6()], 0) == 3
     assert fusable_run([conv, bn, nn.Sigmoid()], 0) == 2 and fusable_run([conv, bn], 0) == 2
     assert fusable_run([conv, nn.BatchNorm2d(6, track_running_stats=False), relu], 0) == 0
-    assert fusable_run([conv, relu, bn], 0) == 0 and fusable_run([bn, conv, bn], 0) == 0
+    assert fusable_run([conv, relu, bn], 0) == 2 and fusable_run([bn, conv, bn], 0) == 0
+    assert fusable_run([conv, nn.Hardswish()], 0) == 2 and fusable_run([conv, nn.Sigmoid()], 0) == 0
     assert fusable_run([nn.Conv1d(4, 6, 3), nn.BatchNorm1d(6)], 0) == 0 and fusable_run([conv], 0) == 0
 
 
@@ -92,3 +93,53 @@ def test_fused_resnet_stem_on_every_algorithm(dtype):
     for hw in (10, 2):  # 2x2 input: the last convolutions run on a 1x1 map, cut to their centre taps
         x = rng.standard_normal((4, 3, hw, hw)).astype(dtype)
         _assert_close(model(x), model.forward(x)[0])
+
+
+def _acts():
+    return [nn.ReLU(), nn.ReLU6(), nn.Hardtanh(-0.3, 0.7), nn.Hardswish()]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv_activation_without_batchnorm_fuses_bit_for_bit_on_every_algorithm(dtype):
+    """Conv -> activation, as PyTorch's dynamo exporter writes MobileNet (BatchNorm folded into the Conv): the
+    activation runs as the convolution's epilogue and equals conv forward + activation forward exactly, NaN and
+    signed zeros included."""
+    rng = np.random.default_rng(3)
+    convs = {"depthwise 3x3": nn.Conv2d(8, 8, 3, padding=1, groups=8), "depthwise 5x5 s2": nn.Conv2d(8, 8, 5, 2, 2, groups=8),
+             "depthwise 3x3 s3 d2": nn.Conv2d(8, 8, 3, 3, 2, dilation=2, groups=8),
+             "pointwise": nn.Conv2d(8, 12, 1), "pointwise no bias": nn.Conv2d(8, 12, 1, bias=False),
+             "3x3": nn.Conv2d(8, 12, 3, padding=1), "7x7 s2": nn.Conv2d(8, 4, 7, 2, 3)}
+    for hw in (16, 5):
+        x = rng.standard_normal((3, 8, hw, hw)).astype(dtype) * 4
+        x[0, 0, 1, 1] = np.nan
+        for name, conv in convs.items():
+            for act in _acts():
+                model = nn.Sequential(conv, act).initialize(int(rng.integers(1 << 30))).astype(dtype)
+                layers = list(model._modules.values())
+                assert fusable_run(layers, 0) == 2
+                want = layers[1].forward(layers[0].forward(x)[0])[0]
+                got = model(x)
+                assert got.dtype == want.dtype and (type(act) is nn.ReLU or np.isnan(got).any()), (name, act)
+                np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), err_msg=f"{name} {act}")
+    zeros = np.zeros((2, 8, 6, 6), np.float32)
+    for act in _acts():
+        model = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, groups=8), act).initialize(0)
+        conv = list(model._modules.values())[0]
+        conv.weight[...], conv.bias[...] = -1.0, -0.0  # -0.0 + -1 * 0 ...: -0.0, which ReLU makes +0.0
+        want = act.forward(conv.forward(zeros)[0])[0]
+        assert np.signbit(conv.forward(zeros)[0]).all()
+        np.testing.assert_array_equal(model(zeros).view(np.uint32), want.view(np.uint32))
+
+
+def test_graph_fuses_conv_activation_runs_as_the_dynamo_exporter_writes_them():
+    rng = np.random.default_rng(4)
+    nodes = [("expand", nn.Conv2d(4, 16, 1), "x"), ("clip1", nn.ReLU6(), "expand"),
+             ("dw", nn.Conv2d(16, 16, 3, padding=1, groups=16), "clip1"), ("hs", nn.Hardswish(), "dw"),
+             ("project", nn.Conv2d(16, 4, 1), "hs"), ("add", nn.Add(), ["project", "x"]),
+             ("conv", nn.Conv2d(4, 4, 3, padding=1), "add"), ("relu", nn.ReLU(), "conv"),
+             ("other", nn.Sigmoid(), "conv")]  # conv has two users: nothing fused into it
+    g = nn.Graph("x", nodes, ["relu", "other"]).initialize(0)
+    assert graph_runs(g) == {"expand": ("expand", "clip1"), "dw": ("dw", "hs")}
+    x = rng.standard_normal((2, 4, 9, 9)).astype(np.float32)
+    for got, want in zip(g(x), g.forward(x, training=False)[0]):
+        np.testing.assert_array_equal(got, want)

@@ -26,8 +26,10 @@ def _rand(rng, *shape):
     ((1, 128, 300), (1, 300, 500)),      # one matrix: rows again
     ((256, 96), (5, 96, 300)),           # a 2-D operand shared by a batch (pointwise per sample)
     ((3, 200, 64), (64, 900)),
-    ((16, 576), (576, 8192)),            # few rows: columns of b
-], ids=["2d", "batched", "batch-of-one", "shared-a", "shared-b", "thin-a"])
+    ((16, 576), (576, 8192)),            # few rows: not cut (a cut through b's columns changes BLAS's rounding)
+    ((301, 700), (700, 500)),            # row counts that are not multiples of the alignment
+    ((2, 250, 300), (300, 999)),
+], ids=["2d", "batched", "batch-of-one", "shared-a", "shared-b", "thin-a", "odd-rows", "odd-rows-3d"])
 def test_the_cut_product_is_numpys_bit_for_bit(threads, sa, sb):
     rng = np.random.default_rng(0)
     a, b = _rand(rng, *sa), _rand(rng, *sb)
@@ -89,3 +91,9 @@ def test_layers_give_the_same_bits_at_one_and_two_threads(threads, layer, shape)
         out[t] = (y, gx, grad)
     for a, b in zip(out[1], out[2]):
         np.testing.assert_array_equal(a, b)
+
+
+def test_row_cuts_fall_on_the_alignment():
+    assert gemm._parts(300, 2, gemm.ROW_ALIGN) == [(0, 144), (144, 300)]
+    assert gemm._parts(1000, 3, 48) == [(0, 336), (336, 672), (672, 1000)]
+    assert gemm._parts(7, 2) == [(0, 4), (4, 7)]

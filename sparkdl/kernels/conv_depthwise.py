@@ -21,6 +21,7 @@ import numpy as np
 from numba import prange
 
 from sparkdl.config import njit, njit_parallel
+from sparkdl.kernels.epilogue import NONE, activate_flat
 
 __all__ = ["depthwise_forward", "depthwise_backward"]
 
@@ -42,47 +43,85 @@ def _pad_plane(src, ph, pw, Wp, xp):
             xp[base + v] = src[h, v]
 
 
-@njit_parallel
-def depthwise_forward(x, w, bias, sh, sw, ph, pw, dh, dw, Ho, Wo):
-    """``y[n, c] = bias[c] + sum_ij w[c, 0, i, j] * xpad[n, c, oh*sh + i*dh, ow*sw + j*dw]``.
+@njit(inline="always")
+def _row_taps(yf, o, n, xp, s, wf, t, kw, dw, sw):
+    """``yf[o + k] = ((yf[o + k] + wf[t]*xp[s + k*sw]) + wf[t + 1]*xp[s + k*sw + dw]) + ...`` for ``k < n``: one
+    kernel row's taps in order, one pass over the output row; the 3- and 5-tap rows at strides 1 and 2 are
+    written out so that LLVM vectorises them. All arguments are flat arrays and offsets (no views in the loop)."""
+    o, n, s, d = np.uint64(o), np.uint64(n), np.uint64(s), np.uint64(dw)
+    d2, d3, d4, two = d + d, d + d + d, d + d + d + d, np.uint64(2)  # uint64 only: int64 with uint64 is float64
+    if kw == 3 and (sw == 1 or sw == 2):
+        w0, w1, w2 = wf[t], wf[t + 1], wf[t + 2]
+        if sw == 1:
+            for k in range(n):
+                q = s + k
+                yf[o + k] = ((yf[o + k] + w0 * xp[q]) + w1 * xp[q + d]) + w2 * xp[q + d2]
+        else:
+            for k in range(n):
+                q = s + two * k
+                yf[o + k] = ((yf[o + k] + w0 * xp[q]) + w1 * xp[q + d]) + w2 * xp[q + d2]
+    elif kw == 5 and (sw == 1 or sw == 2):
+        w0, w1, w2, w3, w4 = wf[t], wf[t + 1], wf[t + 2], wf[t + 3], wf[t + 4]
+        if sw == 1:
+            for k in range(n):
+                q = s + k
+                yf[o + k] = ((((yf[o + k] + w0 * xp[q]) + w1 * xp[q + d]) + w2 * xp[q + d2])
+                             + w3 * xp[q + d3]) + w4 * xp[q + d4]
+        else:
+            for k in range(n):
+                q = s + two * k
+                yf[o + k] = ((((yf[o + k] + w0 * xp[q]) + w1 * xp[q + d]) + w2 * xp[q + d2])
+                             + w3 * xp[q + d3]) + w4 * xp[q + d4]
+    else:
+        usw = np.uint64(sw)
+        for j in range(kw):
+            wv, sj = wf[t + j], s + np.uint64(j) * d
+            for k in range(n):
+                yf[o + k] += wv * xp[sj + k * usw]
 
-    ``x`` (N, C, H, W), ``w`` (C, 1, kh, kw), ``bias`` (C,) or empty; returns ``y`` (N, C, Ho, Wo), x's dtype.
+
+@njit_parallel
+def depthwise_forward(x, w, bias, sh, sw, ph, pw, dh, dw, Ho, Wo, act, low, high):
+    """``y[n, c] = act(bias[c] + sum_ij w[c, 0, i, j] * xpad[n, c, oh*sh + i*dh, ow*sw + j*dw])``.
+
+    ``x`` (N, C, H, W), ``w`` (C, 1, kh, kw), ``bias`` (C,) or empty; ``(act, low, high)`` an epilogue of
+    :mod:`sparkdl.kernels.epilogue` (``NONE`` for the plain convolution), applied to each output row while it is
+    in cache. Returns ``y`` (N, C, Ho, Wo), x's dtype. Each output row is built in place, one pass per kernel row.
     """
     N, C, H, W = x.shape
     kh, kw = w.shape[2], w.shape[3]
     Wp = W + 2 * pw
     P = (H + 2 * ph) * Wp + (kw - 1) * dw
     y = np.empty((N, C, Ho, Wo), x.dtype)
+    yf, wf = y.reshape(-1), np.ascontiguousarray(w).reshape(-1)
     has_bias = bias.shape[0] > 0
     wide = sh == 1 and sw == 1
-    usw = np.uint64(sw)
+    L = np.uint64(Ho * Wp)
     for t in prange(N * C):
         b = t // C
         c = t - b * C
         xp = np.zeros(P, x.dtype)
         _pad_plane(x[b, c], ph, pw, Wp, xp)
         v0 = bias[c] if has_bias else x.dtype.type(0)
-        dst = y[b, c]
-        if wide:
-            acc = np.full(Ho * Wp, v0, x.dtype)
+        if wide:  # the whole plane as one long row of Ho*Wp positions, then its Wo valid columns copied out
+            acc = np.full(L, v0, x.dtype)
             for i in range(kh):
-                for j in range(kw):
-                    wv, off = w[c, 0, i, j], np.uint64(i * dh * Wp + j * dw)
-                    for q in range(np.uint64(Ho * Wp)):
-                        acc[q] += wv * xp[off + q]
+                _row_taps(acc, 0, L, xp, i * dh * Wp, wf, (c * kh + i) * kw, kw, dw, 1)
             for oh in range(Ho):
-                s0 = np.uint64(oh * Wp)
-                for ow in range(np.uint64(Wo)):
-                    dst[oh, ow] = acc[s0 + ow]
+                o, a = np.uint64((t * Ho + oh) * Wo), np.uint64(oh * Wp)
+                for k in range(np.uint64(Wo)):
+                    yf[o + k] = acc[a + k]
+                if act != NONE:
+                    activate_flat(yf, o, Wo, act, low, high)
             continue
         for oh in range(Ho):
-            row = dst[oh]
-            row[:] = v0
+            o = np.uint64((t * Ho + oh) * Wo)
+            for k in range(o, o + np.uint64(Wo)):
+                yf[k] = v0
             for i in range(kh):
-                for j in range(kw):
-                    wv, s = w[c, 0, i, j], np.uint64((oh * sh + i * dh) * Wp + j * dw)
-                    for ow in range(np.uint64(Wo)):
-                        row[ow] += wv * xp[s + ow * usw]
+                _row_taps(yf, o, Wo, xp, (oh * sh + i * dh) * Wp, wf, (c * kh + i) * kw, kw, dw, sw)
+            if act != NONE:
+                activate_flat(yf, o, Wo, act, low, high)
     return y
 
 

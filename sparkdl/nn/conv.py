@@ -14,6 +14,7 @@ import numpy as np
 from sparkdl.config import get_num_threads
 from sparkdl.kernels.conv_depthwise import depthwise_backward, depthwise_forward
 from sparkdl.kernels.conv_direct import direct_forward
+from sparkdl.kernels.epilogue import NO_EPILOGUE, NONE, bias_activation
 from sparkdl.nn._checks import check_pair
 from sparkdl.nn._conv_layer import _ConvLayer
 from sparkdl.nn.conv_algorithm import ConvShape, plan, thresholds
@@ -24,8 +25,18 @@ from sparkdl.nn.conv_winograd import winograd_backward, winograd_forward
 __all__ = ["Conv2d", "conv2d_forward", "conv2d_backward"]
 
 
-def _depthwise_forward(x, weight, bias, geom, ho, wo):
-    return depthwise_forward(x, weight, bias, *geom.stride, *geom.padding, *geom.dilation, ho, wo)
+def _depthwise_forward(x, weight, bias, geom, ho, wo, act):
+    return depthwise_forward(x, weight, bias, *geom.stride, *geom.padding, *geom.dilation, ho, wo, *act)
+
+
+def _then(forward):
+    """An algorithm's forward with the epilogue as a pass over its output (in place: no new array)."""
+    def run(x, w, b, g, ho, wo, act):
+        y = forward(x, w, b, g, ho, wo)
+        if act[0] != NONE:
+            bias_activation(y.reshape(y.shape[0], y.shape[1], -1), b[:0], *act)
+        return y
+    return run
 
 
 def _depthwise_backward(x, weight, grad_y, geom, grad_w, input_grad):
@@ -34,26 +45,29 @@ def _depthwise_backward(x, weight, grad_y, geom, grad_w, input_grad):
     return grad_x if input_grad else None
 
 
-#: ``algorithm -> (forward, backward)``: ``forward(x, weight, bias, geom, ho, wo) -> y`` and
+#: ``algorithm -> (forward, backward)``: ``forward(x, weight, bias, geom, ho, wo, act) -> y`` (``act`` an epilogue
+#: of :mod:`sparkdl.kernels.epilogue`: in the depthwise kernel's rows, with the pointwise bias, else a pass) and
 #: ``backward(x, weight, grad_y, geom, grad_w, input_grad) -> grad_x or None`` (writes ``grad_w``). The direct
 #: kernel has no backward of its own: its layers differentiate with im2col.
 _ALGORITHMS = {
     "depthwise": (_depthwise_forward, _depthwise_backward),
-    "direct": (lambda x, w, b, g, ho, wo: direct_forward(x, w, b, *g.padding, *g.dilation, ho, wo),
+    "direct": (_then(lambda x, w, b, g, ho, wo: direct_forward(x, w, b, *g.padding, *g.dilation, ho, wo)),
                im2col_backward),
-    "pointwise": (lambda x, w, b, g, ho, wo: pointwise_forward(x, w, b, g.stride),
+    "pointwise": (lambda x, w, b, g, ho, wo, act: pointwise_forward(x, w, b, g.stride, act),
                   lambda x, w, gy, g, gw, ig: pointwise_backward(x, w, gy, g.stride, gw, ig)),
-    "winograd": (lambda x, w, b, g, ho, wo: winograd_forward(x, w, b, g.padding, ho, wo),
+    "winograd": (_then(lambda x, w, b, g, ho, wo: winograd_forward(x, w, b, g.padding, ho, wo)),
                  lambda x, w, gy, g, gw, ig: winograd_backward(x, w, gy, g.padding, gw, ig)),
-    "im2col": (im2col_forward, im2col_backward),
+    "im2col": (_then(im2col_forward), im2col_backward),
 }
 
 
-def conv2d_forward(algorithm: str, x, weight, bias, geom: ConvGeometry, ho: int, wo: int) -> np.ndarray:
-    """``y = conv(x, weight) + bias`` (N, C_out, ho, wo) with the named algorithm (which must be eligible for the
-    geometry: :func:`sparkdl.nn.conv_algorithm.eligible_algorithms`). ``x`` (N, C, H, W) contiguous, ``weight``
-    (C_out, C/groups, kH, kW), ``bias`` (C_out,) or empty; all of one float dtype."""
-    return _ALGORITHMS[algorithm][0](x, weight, bias, geom, ho, wo)
+def conv2d_forward(algorithm: str, x, weight, bias, geom: ConvGeometry, ho: int, wo: int,
+                   act=NO_EPILOGUE) -> np.ndarray:
+    """``y = act(conv(x, weight) + bias)`` (N, C_out, ho, wo) with the named algorithm (which must be eligible for
+    the geometry: :func:`sparkdl.nn.conv_algorithm.eligible_algorithms`). ``x`` (N, C, H, W) contiguous,
+    ``weight`` (C_out, C/groups, kH, kW), ``bias`` (C_out,) or empty; all of one float dtype. ``act``: an
+    epilogue ``(kind, low, high)`` of :mod:`sparkdl.kernels.epilogue` (default none)."""
+    return _ALGORITHMS[algorithm][0](x, weight, bias, geom, ho, wo, act)
 
 
 def conv2d_backward(algorithm: str, x, weight, grad_y, geom: ConvGeometry, grad_w, input_grad: bool = True):
@@ -207,24 +221,23 @@ class Conv2d(_ConvLayer):
         algorithm, weight, geom, _ = self._plan_call(x.shape, self.weight)
         return conv2d_forward(algorithm, x, weight, self._bias_or_empty(), geom, ho, wo), x
 
-    def forward_folded(self, x, scale, shift, clamp=None):
-        """Inference output of this convolution followed by a per-channel affine map (an evaluation-mode
-        BatchNorm) and an optional clamp (ReLU, ReLU6), in one convolution pass: the scale is folded into the
-        weights, ``y = conv(x, weight * scale) + (bias * scale + shift)``, then clamped in place.
+    def forward_folded(self, x, scale=None, shift=None, act=None):
+        """Inference output of this convolution, followed by a per-channel affine map (an evaluation-mode
+        BatchNorm) and an activation, in one convolution pass: the scale is folded into the weights,
+        ``y = act(conv(x, weight * scale) + (bias * scale + shift))``.
 
-        ``scale``, ``shift`` (C_out,) float64; ``clamp`` a ``(low, high)`` pair (``None`` for an unbounded side)
-        or None. No cache: for inference only (see :mod:`sparkdl.nn.fusion`).
+        ``scale``, ``shift`` (C_out,) float64, or None (no affine map); ``act`` an epilogue ``(kind, low, high)``
+        of :mod:`sparkdl.kernels.epilogue`, or None. No cache: for inference only (see :mod:`sparkdl.nn.fusion`).
         """
         ho, wo = self._check(x)
         x = np.ascontiguousarray(x)
-        # the scale in the layer's dtype: one pass over the weights (a float64 product and cast took three)
-        weight = self.weight * scale.astype(self.dtype).reshape(-1, 1, 1, 1)
-        bias = ((self.bias * scale if self.use_bias else 0.0) + shift).astype(self.dtype)
+        if scale is None:
+            weight, bias = self.weight, self._bias_or_empty()
+        else:  # the scale in the layer's dtype: one pass over the weights (a float64 product and cast took three)
+            weight = self.weight * scale.astype(self.dtype).reshape(-1, 1, 1, 1)
+            bias = ((self.bias * scale if self.use_bias else 0.0) + shift).astype(self.dtype)
         algorithm, weight, geom, _ = self._plan_call(x.shape, weight)
-        y = conv2d_forward(algorithm, x, weight, bias, geom, ho, wo)
-        if clamp is not None:
-            np.clip(y, clamp[0], clamp[1], out=y)
-        return y
+        return conv2d_forward(algorithm, x, weight, bias, geom, ho, wo, NO_EPILOGUE if act is None else act)
 
     def backward(self, cache, grad_y, grad_params):
         return self._backward(cache, grad_y, grad_params, input_grad=True)

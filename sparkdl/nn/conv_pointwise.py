@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sparkdl.kernels.epilogue import NO_EPILOGUE, NONE, bias_activation
 from sparkdl.nn.conv_im2col import chunk_samples, chunks
 from sparkdl.nn.gemm import matmul
 
@@ -36,10 +37,11 @@ def _plan(n, c, co, positions, itemsize):
     return chunk_samples(n, (c + co) * positions * itemsize, positions, c * co * itemsize)
 
 
-def pointwise_forward(x, weight, bias, stride):
-    """``y = conv1x1(x, weight) + bias`` (N, C_out, ceil(H/sh), ceil(W/sw)).
+def pointwise_forward(x, weight, bias, stride, act=NO_EPILOGUE):
+    """``y = act(conv1x1(x, weight) + bias)`` (N, C_out, ceil(H/sh), ceil(W/sw)).
 
-    ``x`` (N, C, H, W) contiguous, ``weight`` (C_out, C, 1, 1), ``bias`` (C_out,) or empty.
+    ``x`` (N, C, H, W) contiguous, ``weight`` (C_out, C, 1, 1), ``bias`` (C_out,) or empty; ``act`` an epilogue
+    ``(kind, low, high)`` of :mod:`sparkdl.kernels.epilogue`, applied with the bias in one pass.
     """
     xs = _subsample(x, stride)
     n, c, ho, wo = xs.shape
@@ -57,8 +59,8 @@ def pointwise_forward(x, weight, bias, stride):
             xc[...] = x3[n0:n0 + b].transpose(1, 0, 2)
             matmul(w2, xc.reshape(c, lc), out=yc)
             y[n0:n0 + b] = yc.reshape(co, b, length).transpose(1, 0, 2)
-    if bias.shape[0]:
-        y += bias[:, None]
+    if bias.shape[0] or act[0] != NONE:
+        bias_activation(y, bias, *act)
     return y.reshape(n, co, ho, wo)
 
 

@@ -1,31 +1,35 @@
-"""Inference-time fusion: a ``Conv2d -> BatchNorm2d (-> ReLU | ReLU6 | Hardtanh)`` run computed in one
-convolution pass.
+"""Inference-time fusion: a ``Conv2d (-> BatchNorm2d) (-> ReLU | ReLU6 | Hardtanh | Hardswish)`` run computed
+in one convolution pass.
 
 In evaluation mode a BatchNorm with running statistics is a per-channel affine map,
 ``y = x * scale + shift`` with ``scale = weight / sqrt(running_var + eps)`` and
 ``shift = bias - running_mean * scale``; folded into the convolution before it (``weight * scale``,
-``bias * scale + shift``) it costs nothing, and a following ReLU / ReLU6 / Hardtanh becomes an in-place clamp
-of the convolution's output. This saves the BatchNorm's pass and the activation's pass over the feature map
-(and their output arrays).
+``bias * scale + shift``) it costs nothing, and a following activation becomes the convolution's epilogue
+(:mod:`sparkdl.kernels.epilogue`: inside the depthwise kernel's output rows, with the 1x1 convolution's bias, else
+one in-place pass). This saves the BatchNorm's pass and the activation's pass over the feature map (and their
+output arrays). PyTorch's dynamo exporter folds BatchNorm into the convolution itself, so its files hold
+``Conv -> Clip`` / ``Conv -> Relu`` / ``Conv -> HardSwish`` runs: those fuse too. The fused activation computes
+the activation layer's own expression, so its output equals the unfused one bit for bit for the same
+convolution output.
 
 Fusion happens only in :meth:`~sparkdl.nn.Module.infer` (``model(x)`` in evaluation mode: the inference path
 of :func:`sparkdl.trainer.predict` and the Spark stages), never in ``forward``: training, and evaluation-mode
 ``forward``/``backward``, run every layer as written. The folded weights are recomputed on every call from the
 current parameters (one pass over the weights), so nothing is cached and nothing can go stale. Containers
-find the runs: :class:`~sparkdl.nn.Sequential` among consecutive children, :class:`~sparkdl.nn.Graph` where a
-convolution's only consumer is the BatchNorm (and the BatchNorm's only consumer the activation) and neither
-value is a graph output.
+find the runs: :class:`~sparkdl.nn.Sequential` among consecutive children, :class:`~sparkdl.nn.Graph` where each
+inner value's only consumer is the next module of the run and no inner value is a graph output.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from sparkdl.kernels import epilogue as E
 from sparkdl.nn.activation import ReLU
-from sparkdl.nn.activation_hard import Hardtanh
+from sparkdl.nn.activation_hard import Hardswish, Hardtanh
 from sparkdl.nn.conv import Conv2d
 from sparkdl.nn.normalization import BatchNorm2d
 
-__all__ = ["fusable_run", "run_fused", "graph_runs"]
+__all__ = ["epilogue", "fusable_run", "run_fused", "graph_runs"]
 
 
 def _foldable(conv, bn) -> bool:
@@ -33,38 +37,47 @@ def _foldable(conv, bn) -> bool:
             and bn.num_features == conv.out_channels)
 
 
-def _clamp(act):
-    """``(low, high)`` of an activation that is a clamp, else None."""
+def epilogue(act):
+    """The epilogue ``(kind, low, high)`` (:mod:`sparkdl.kernels.epilogue`) computing the activation module
+    ``act``, or None if it has none."""
     if type(act) is ReLU:
-        return 0.0, np.inf
+        return E.RELU, 0.0, 0.0
     if isinstance(act, Hardtanh):  # ReLU6 too
-        return act.min_val, act.max_val
+        return E.HARDTANH, act.min_val, act.max_val
+    if type(act) is Hardswish:
+        return E.HARDSWISH, 0.0, 0.0
     return None
 
 
 def fusable_run(modules, i: int) -> int:
     """Length of the fusable run starting at ``modules[i]`` (a list of modules applied in sequence): 3 for
-    Conv2d, BatchNorm2d, clamp activation; 2 without the activation; 0 if ``modules[i]`` starts none."""
-    if i + 1 >= len(modules) or not _foldable(modules[i], modules[i + 1]):
+    Conv2d, BatchNorm2d, activation; 2 for Conv2d, BatchNorm2d or Conv2d, activation; 0 if ``modules[i]``
+    starts none."""
+    if i + 1 >= len(modules) or not isinstance(modules[i], Conv2d):
         return 0
-    return 3 if i + 2 < len(modules) and _clamp(modules[i + 2]) is not None else 2
+    if not _foldable(modules[i], modules[i + 1]):
+        return 2 if epilogue(modules[i + 1]) is not None else 0
+    return 3 if i + 2 < len(modules) and epilogue(modules[i + 2]) is not None else 2
 
 
 def run_fused(run, x):
-    """Inference output of the run ``[conv, bn(, act)]`` (see :func:`fusable_run`) on ``x`` (N, C, H, W)."""
-    conv, bn = run[0], run[1]
-    invstd = 1.0 / np.sqrt(bn.running_var.astype(np.float64) + bn.eps)
-    gamma = bn.weight.astype(np.float64) if bn.affine else 1.0
-    beta = bn.bias.astype(np.float64) if bn.affine else 0.0
-    scale = gamma * invstd
-    shift = beta - bn.running_mean.astype(np.float64) * scale
-    scale = np.broadcast_to(scale, (conv.out_channels,))
-    shift = np.broadcast_to(shift, (conv.out_channels,))
-    return conv.forward_folded(x, scale, shift, _clamp(run[2]) if len(run) == 3 else None)
+    """Inference output of the run ``[conv(, bn)(, act)]`` (see :func:`fusable_run`) on ``x`` (N, C, H, W)."""
+    conv, scale, shift = run[0], None, None
+    if len(run) > 1 and type(run[1]) is BatchNorm2d:
+        bn = run[1]
+        invstd = 1.0 / np.sqrt(bn.running_var.astype(np.float64) + bn.eps)
+        gamma = bn.weight.astype(np.float64) if bn.affine else 1.0
+        beta = bn.bias.astype(np.float64) if bn.affine else 0.0
+        scale = gamma * invstd
+        shift = beta - bn.running_mean.astype(np.float64) * scale
+        scale = np.broadcast_to(scale, (conv.out_channels,))
+        shift = np.broadcast_to(shift, (conv.out_channels,))
+    act = epilogue(run[-1]) if len(run) == 3 or scale is None else None
+    return conv.forward_folded(x, scale, shift, act)
 
 
 def graph_runs(graph) -> dict:
-    """``{conv node: (conv node, bn node[, act node])}`` of every fusable run of ``graph`` (an
+    """``{conv node: (conv node[, bn node][, act node])}`` (at least two nodes) of every fusable run of ``graph`` (an
     :class:`~sparkdl.nn.Graph`): each later node's only input is the node before it, which no other node or
     output uses."""
     uses = {}

@@ -5,10 +5,17 @@ collapses when the machine's other cores are busy), so a layer whose time is its
 not get faster with more threads. :func:`matmul` cuts a large product into one part per numba thread of the
 calling thread and runs the parts at once, each a one-thread BLAS call (numpy releases the GIL): along the batch
 axis of a batched product when it has at least as many matrices as threads (Winograd's 16 points, grouped
-convolutions), else along the rows of ``a`` and ``out``, or, for a thin ``a`` (few output channels), the columns
-of ``b`` and ``out``. Every output element is computed from the same row of ``a`` and column of ``b`` over the same
-inner dimension as without the cut, so the result does not depend on the thread count (tested bitwise). Inside a
-row part of a split training step the calling thread has one numba thread and the product is not cut again.
+convolutions), else along the rows of ``a`` and ``out``, at multiples of :data:`ROW_ALIGN` rows; a product with
+too few rows for that runs whole. Every output element is computed from the same row of ``a`` and column of ``b``
+over the same inner dimension as without the cut, and each row lies at the same place within BLAS's row blocks,
+so the result does not depend on the thread count (tested bitwise). Inside a row part of a split training step
+the calling thread has one numba thread and the product is not cut again.
+
+Why rows only, and aligned: OpenBLAS computes a block of rows with one register kernel and the last, partial block
+with a narrower one that can round differently. Measured with OpenBLAS 0.3.31's Haswell kernels (AMD EPYC), a cut
+at a multiple of 8 or 16 rows changed the bits of the rows around it, at 12, 24 or 48 it did not (SkylakeX kernels
+take 4-16 rows: 48 is a multiple of every width seen); a cut through the columns of ``b`` changed them at every
+alignment tried (16 to 1,024 columns), so columns are never cut.
 """
 from __future__ import annotations
 
@@ -17,7 +24,7 @@ import numpy as np
 from sparkdl.config import get_num_threads
 from sparkdl.threadpool import executor
 
-__all__ = ["matmul", "MIN_SPLIT_FLOPS"]
+__all__ = ["matmul", "MIN_SPLIT_FLOPS", "ROW_ALIGN"]
 
 #: Products below this many floating-point operations (``2 * M * N * K`` in all) run whole. A part handed to
 #: another thread costs ~50-100 us to wake, join and re-take the GIL; one core's BLAS does ~90 GFLOP/s here, so
@@ -25,13 +32,15 @@ __all__ = ["matmul", "MIN_SPLIT_FLOPS"]
 #: rows) ran at 0.6x its one-thread speed on two threads (bench/zoo.py, idle).
 MIN_SPLIT_FLOPS = 1 << 25
 
-#: Rows per part below which a 2-D product is cut by the columns of ``b`` instead (a thin row block runs BLAS's
-#: kernels at a fraction of their speed).
-MIN_ROWS_PER_PART = 64
+#: Row cuts fall on multiples of this many rows (see the module's notes); a product needs at least this many rows
+#: per thread to be cut by rows.
+ROW_ALIGN = 48
 
 
-def _parts(n: int, threads: int):
-    bounds = np.linspace(0, n, threads + 1).round().astype(int)
+def _parts(n: int, threads: int, align: int = 1):
+    """``threads`` ranges covering ``range(n)``, near-equal, every inner bound a multiple of ``align``."""
+    bounds = (np.linspace(0, n / align, threads + 1).round() * align).astype(int)
+    bounds[-1] = n
     return [(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
 
 
@@ -60,12 +69,11 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     if out.ndim == 3 and out.shape[0] >= threads:
         parts = [(np.s_[lo:hi] if a.ndim == 3 else np.s_[...], np.s_[lo:hi] if b.ndim == 3 else np.s_[...],
                   np.s_[lo:hi]) for lo, hi in _parts(out.shape[0], threads)]
-    elif a.shape[-2] >= threads * MIN_ROWS_PER_PART or b.ndim > 2:
+    elif a.shape[-2] >= threads * ROW_ALIGN:
         parts = [((..., np.s_[lo:hi], np.s_[:]), np.s_[...], (..., np.s_[lo:hi], np.s_[:]))
-                 for lo, hi in _parts(a.shape[-2], threads)]
-    else:  # few rows, b shared by every row: its columns
-        parts = [(np.s_[...], (np.s_[:], np.s_[lo:hi]), (..., np.s_[lo:hi]))
-                 for lo, hi in _parts(b.shape[-1], threads)]
+                 for lo, hi in _parts(a.shape[-2], threads, ROW_ALIGN)]
+    else:  # too few rows to cut on BLAS's row blocks
+        return np.matmul(a, b, out=out)
     futures = [executor(threads - 1).submit(np.matmul, a[sa], b[sb], out=out[so]) for sa, sb, so in parts[1:]]
     sa, sb, so = parts[0]
     try:

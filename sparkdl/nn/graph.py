@@ -192,7 +192,7 @@ class Graph(Module):
         return (ys[0] if len(ys) == 1 else ys), (caches, [(a.shape, a.dtype) for a in xs])
 
     def infer(self, x):
-        """Nodes in order, each Conv2d -> BatchNorm2d (-> ReLU/ReLU6) chain whose inner values nothing else uses
+        """Nodes in order, each Conv2d (-> BatchNorm2d) (-> activation) chain whose inner values nothing else uses
         run as one folded convolution (:func:`sparkdl.nn.fusion.graph_runs`)."""
         xs = self._inputs(x)
         values = dict(zip(self.input_names, xs))

@@ -308,7 +308,7 @@ class Module:
         """Evaluation-mode output for inference, with no cache (no backward can follow).
 
         The default is ``forward(x, training=False)[0]``; containers override it to run a Conv2d -> BatchNorm2d
-        (-> ReLU/ReLU6) chain as one folded convolution (:mod:`sparkdl.nn.fusion`), equal to the unfused
+        (-> ReLU/ReLU6/Hardswish) chain as one folded convolution (:mod:`sparkdl.nn.fusion`), equal to the unfused
         output to float rounding.
         """
         return self.forward(x, training=False)[0]

@@ -1,0 +1,56 @@
+"""Convolution epilogues for inference: the bias and an element-wise activation applied in place, in one pass
+(or inside a kernel's own output loop), instead of a bias pass and an activation layer's pass and array.
+
+An epilogue is ``(kind, low, high)``: :data:`NONE`, :data:`RELU` (``v if v > 0 else 0``), :data:`HARDTANH`
+(``low if v < low else (high if v > high else v)``: ReLU6 is ``(0, 6)``) or :data:`HARDSWISH`
+(``0 if v <= -3 else (v if v >= 3 else v * (v + 3) / 6)``) -- the expressions of the activation kernels in
+:mod:`sparkdl.kernels.activation` and :mod:`sparkdl.kernels.activation_hard`, so a fused output equals the
+unfused one bit for bit (NaN and signed zeros included).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from sparkdl.config import njit, njit_parallel
+
+__all__ = ["NO_EPILOGUE", "NONE", "RELU", "HARDTANH", "HARDSWISH", "activate_flat", "bias_activation"]
+
+NONE, RELU, HARDTANH, HARDSWISH = 0, 1, 2, 3
+#: The epilogue that does nothing.
+NO_EPILOGUE = (NONE, 0.0, 0.0)
+
+
+@njit(inline="always")
+def activate_flat(yf, o, n, kind, low, high):
+    """Apply the activation ``kind`` to ``yf[o:o + n]`` in place (``yf`` flat; one loop per kind, each
+    vectorisable; no view is made, so no reference count is touched in a parallel loop)."""
+    o = np.uint64(o)
+    if kind == RELU:
+        for i in range(o, o + np.uint64(n)):
+            v = yf[i]
+            yf[i] = v if v > 0 else 0
+    elif kind == HARDTANH:
+        for i in range(o, o + np.uint64(n)):
+            v = yf[i]
+            yf[i] = low if v < low else (high if v > high else v)
+    elif kind == HARDSWISH:
+        for i in range(o, o + np.uint64(n)):
+            v = yf[i]
+            yf[i] = 0 if v <= -3 else (v if v >= 3 else v * (v + 3) / 6)
+
+
+@njit_parallel
+def bias_activation(y, bias, kind, low, high):
+    """``y[n, c, :] = act(y[n, c, :] + bias[c])`` in place; ``y`` (N, C, L) contiguous, ``bias`` (C,) or empty
+    (no bias), ``low``/``high`` Python floats (as the Hardtanh layer passes them to its kernel)."""
+    N, C, L = y.shape
+    yf = y.reshape(-1)
+    has_bias = bias.shape[0] > 0
+    for t in prange(N * C):
+        o = np.uint64(t * L)
+        if has_bias:
+            b = bias[t % C]
+            for i in range(o, o + np.uint64(L)):
+                yf[i] += b
+        activate_flat(yf, o, L, kind, low, high)
