@@ -19,6 +19,11 @@ SHAPES = [
     (dict(in_channels=2, out_channels=2, kernel_size=3, padding=1, groups=2), (2, 44, 45)),  # row-wise backward
     (dict(in_channels=6, out_channels=6, kernel_size=(3, 2), stride=(2, 1), padding=(1, 2), dilation=(1, 2),
           groups=6), (2, 9, 7)),
+    (dict(in_channels=4, out_channels=4, kernel_size=5, stride=2, padding=2, groups=4), (2, 13, 12)),  # 5x5 s2
+    (dict(in_channels=4, out_channels=4, kernel_size=(5, 3), stride=2, padding=(3, 1), dilation=(1, 2), groups=4),
+     (2, 12, 11)),  # stride 2 with dilation: the generic taps on the column-split plane
+    (dict(in_channels=4, out_channels=4, kernel_size=5, padding=2, groups=4), (2, 7, 9)),  # 5x5 s1
+    (dict(in_channels=3, out_channels=3, kernel_size=(2, 4), stride=(1, 3), groups=3), (2, 6, 14)),  # generic row
     (dict(in_channels=3, out_channels=5, kernel_size=3, padding=1), (2, 8, 6)),  # direct
     (dict(in_channels=16, out_channels=24, kernel_size=1), (3, 5, 4)),  # pointwise, gathered layout
     (dict(in_channels=8, out_channels=12, kernel_size=1), (2, 16, 15)),  # pointwise, per-sample GEMMs

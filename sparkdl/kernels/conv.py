@@ -29,6 +29,7 @@ import numpy as np
 from numba import prange
 
 from sparkdl.config import njit, njit_parallel
+from sparkdl.kernels.epilogue import NONE, activate_flat
 
 __all__ = ["pad_planes", "im2col", "col2im", "crop_bias", "widen", "channel_sum", "winograd_input",
            "winograd_output", "winograd_grad_output", "winograd_input_adjoint"]
@@ -116,12 +117,14 @@ def col2im(gcols, n0, Hp, Wp, ph, pw, kh, kw, sh, sw, dh, dw, Ho, Wq, gx):
 
 
 @njit_parallel
-def crop_bias(yw, bias, n0, Ho, Wo, Wq, y):
-    """``y[n0+b, co, oh, ow] = yw[co, b*Ho*Wq + oh*Wq + ow] + bias[co]`` (``bias`` may be empty: no bias)."""
+def crop_bias(yw, bias, n0, Ho, Wo, Wq, y, act=NONE, low=0.0, high=0.0):
+    """``y[n0+b, co, oh, ow] = act(yw[co, b*Ho*Wq + oh*Wq + ow] + bias[co])`` (``bias`` may be empty: no bias;
+    ``(act, low, high)`` an epilogue of :mod:`sparkdl.kernels.epilogue`, applied to each plane as it is written)."""
     Co, L = yw.shape
     Lq = Ho * Wq
     nb = L // Lq
     has_bias = bias.shape[0] > 0
+    yf = y.reshape(-1)
     for t in prange(nb * Co):
         b = t // Co
         co = t - b * Co
@@ -132,6 +135,8 @@ def crop_bias(yw, bias, n0, Ho, Wo, Wq, y):
             s = np.uint64(b * Lq + oh * Wq)
             for ow in range(np.uint64(Wo)):
                 dst[oh, ow] = src[s + ow] + v
+        if act != NONE:
+            activate_flat(yf, ((n0 + b) * Co + co) * Ho * Wo, Ho * Wo, act, low, high)
 
 
 @njit_parallel
@@ -256,9 +261,12 @@ def winograd_input(x, n0, ph, pw, th, tw, V):
 
 
 @njit_parallel
-def winograd_output(M, bias, n0, th, tw, y):
-    """``y[n0+b, co] = A^T m A + bias[co]`` for every tile (``m = M[co, :, tile]``), cropped to y's size."""
+def winograd_output(M, bias, n0, th, tw, y, act=NONE, low=0.0, high=0.0):
+    """``y[n0+b, co] = act(A^T m A + bias[co])`` for every tile (``m = M[co, :, tile]``), cropped to y's size;
+    ``(act, low, high)`` an epilogue of :mod:`sparkdl.kernels.epilogue`, applied to each plane as it is written."""
     Co, _, L = M.shape
+    plane = y.shape[2] * y.shape[3]
+    yf = y.reshape(-1)
     K1 = tw + 1
     T = th * K1
     nb = L // T
@@ -284,6 +292,8 @@ def winograd_output(M, bias, n0, th, tw, y):
             s3 = M[co, 7, p] - M[co, 11, p] - M[co, 15, p]
             Y[2, q], Y[3, q] = s0 + s1 + s2 + bv, s1 - s2 - s3 + bv
         _from_parity(Y, 0, 0, K1, y[n0 + b, co])
+        if act != NONE:
+            activate_flat(yf, ((n0 + b) * Co + co) * plane, plane, act, low, high)
 
 
 @njit_parallel

@@ -80,12 +80,53 @@ def _row_taps(yf, o, n, xp, s, wf, t, kw, dw, sw):
                 yf[o + k] += wv * xp[sj + k * usw]
 
 
+@njit
+def _pad_plane_split(src, ph, pw, Wh, xe, xo):
+    """Write plane ``src (H, W)``, zero-padded by ``(ph, pw)``, into the zeroed flat buffers ``xe`` / ``xo``: the
+    even / odd columns of the padded plane, ``Wh`` per row (stride-2 windows then read contiguous runs)."""
+    H, W = src.shape
+    for h in range(H):
+        base = np.uint64((h + ph) * Wh)
+        for v in range(W):
+            col = v + pw
+            half = np.uint64(col >> 1)
+            if col & 1:
+                xo[base + half] = src[h, v]
+            else:
+                xe[base + half] = src[h, v]
+
+
+@njit(inline="always")
+def _row_taps_s2(yf, o, n, xe, xo, s, wf, t, kw, dw):
+    """:func:`_row_taps` at stride 2 on the column-split plane (``s`` the row's offset in ``xe``/``xo``): tap ``j``
+    reads column ``2*k + j*dw``, i.e. ``xe`` or ``xo`` (by the parity of ``j*dw``) at ``k + (j*dw) // 2``."""
+    o, n, s = np.uint64(o), np.uint64(n), np.uint64(s)
+    one, two = np.uint64(1), np.uint64(2)
+    if kw == 3 and dw == 1:
+        w0, w1, w2 = wf[t], wf[t + 1], wf[t + 2]
+        for k in range(n):
+            q = s + k
+            yf[o + k] = ((yf[o + k] + w0 * xe[q]) + w1 * xo[q]) + w2 * xe[q + one]
+    elif kw == 5 and dw == 1:
+        w0, w1, w2, w3, w4 = wf[t], wf[t + 1], wf[t + 2], wf[t + 3], wf[t + 4]
+        for k in range(n):
+            q = s + k
+            yf[o + k] = ((((yf[o + k] + w0 * xe[q]) + w1 * xo[q]) + w2 * xe[q + one]) + w3 * xo[q + one]
+                         ) + w4 * xe[q + two]
+    else:
+        for j in range(kw):
+            wv, col = wf[t + j], j * dw
+            src, sj = (xo if col & 1 else xe), s + np.uint64(col >> 1)
+            for k in range(n):
+                yf[o + k] += wv * src[sj + k]
+
+
 @njit_parallel
 def depthwise_forward(x, w, bias, sh, sw, ph, pw, dh, dw, Ho, Wo, act, low, high):
     """``y[n, c] = act(bias[c] + sum_ij w[c, 0, i, j] * xpad[n, c, oh*sh + i*dh, ow*sw + j*dw])``.
 
     ``x`` (N, C, H, W), ``w`` (C, 1, kh, kw), ``bias`` (C,) or empty; ``(act, low, high)`` an epilogue of
-    :mod:`sparkdl.kernels.epilogue` (``NONE`` for the plain convolution), applied to each output row while it is
+    :mod:`sparkdl.kernels.epilogue` (``NONE`` for the plain convolution), applied to each output plane while it is
     in cache. Returns ``y`` (N, C, Ho, Wo), x's dtype. Each output row is built in place, one pass per kernel row.
     """
     N, C, H, W = x.shape
@@ -97,12 +138,26 @@ def depthwise_forward(x, w, bias, sh, sw, ph, pw, dh, dw, Ho, Wo, act, low, high
     has_bias = bias.shape[0] > 0
     wide = sh == 1 and sw == 1
     L = np.uint64(Ho * Wp)
+    Wh = (Wp + (kw - 1) * dw) // 2 + 1  # columns per row of the even/odd halves (stride 2)
     for t in prange(N * C):
         b = t // C
         c = t - b * C
+        v0 = bias[c] if has_bias else x.dtype.type(0)
+        if sw == 2:
+            Hp = H + 2 * ph
+            xe, xo = np.zeros(Hp * Wh, x.dtype), np.zeros(Hp * Wh, x.dtype)
+            _pad_plane_split(x[b, c], ph, pw, Wh, xe, xo)
+            for oh in range(Ho):
+                o = np.uint64((t * Ho + oh) * Wo)
+                for k in range(o, o + np.uint64(Wo)):
+                    yf[k] = v0
+                for i in range(kh):
+                    _row_taps_s2(yf, o, Wo, xe, xo, (oh * sh + i * dh) * Wh, wf, (c * kh + i) * kw, kw, dw)
+            if act != NONE:
+                activate_flat(yf, t * Ho * Wo, Ho * Wo, act, low, high)
+            continue
         xp = np.zeros(P, x.dtype)
         _pad_plane(x[b, c], ph, pw, Wp, xp)
-        v0 = bias[c] if has_bias else x.dtype.type(0)
         if wide:  # the whole plane as one long row of Ho*Wp positions, then its Wo valid columns copied out
             acc = np.full(L, v0, x.dtype)
             for i in range(kh):
@@ -111,17 +166,15 @@ def depthwise_forward(x, w, bias, sh, sw, ph, pw, dh, dw, Ho, Wo, act, low, high
                 o, a = np.uint64((t * Ho + oh) * Wo), np.uint64(oh * Wp)
                 for k in range(np.uint64(Wo)):
                     yf[o + k] = acc[a + k]
-                if act != NONE:
-                    activate_flat(yf, o, Wo, act, low, high)
-            continue
-        for oh in range(Ho):
-            o = np.uint64((t * Ho + oh) * Wo)
-            for k in range(o, o + np.uint64(Wo)):
-                yf[k] = v0
-            for i in range(kh):
-                _row_taps(yf, o, Wo, xp, (oh * sh + i * dh) * Wp, wf, (c * kh + i) * kw, kw, dw, sw)
-            if act != NONE:
-                activate_flat(yf, o, Wo, act, low, high)
+        else:
+            for oh in range(Ho):
+                o = np.uint64((t * Ho + oh) * Wo)
+                for k in range(o, o + np.uint64(Wo)):
+                    yf[k] = v0
+                for i in range(kh):
+                    _row_taps(yf, o, Wo, xp, (oh * sh + i * dh) * Wp, wf, (c * kh + i) * kw, kw, dw, sw)
+        if act != NONE:  # the plane, still in cache, in one loop
+            activate_flat(yf, t * Ho * Wo, Ho * Wo, act, low, high)
     return y
 
 

@@ -46,7 +46,7 @@ def _depthwise_backward(x, weight, grad_y, geom, grad_w, input_grad):
 
 
 #: ``algorithm -> (forward, backward)``: ``forward(x, weight, bias, geom, ho, wo, act) -> y`` (``act`` an epilogue
-#: of :mod:`sparkdl.kernels.epilogue`: in the depthwise kernel's rows, with the pointwise bias, else a pass) and
+#: of :mod:`sparkdl.kernels.epilogue`: in the kernel writing the output, a pass for the 1x1 GEMM and direct) and
 #: ``backward(x, weight, grad_y, geom, grad_w, input_grad) -> grad_x or None`` (writes ``grad_w``). The direct
 #: kernel has no backward of its own: its layers differentiate with im2col.
 _ALGORITHMS = {
@@ -55,9 +55,9 @@ _ALGORITHMS = {
                im2col_backward),
     "pointwise": (lambda x, w, b, g, ho, wo, act: pointwise_forward(x, w, b, g.stride, act),
                   lambda x, w, gy, g, gw, ig: pointwise_backward(x, w, gy, g.stride, gw, ig)),
-    "winograd": (_then(lambda x, w, b, g, ho, wo: winograd_forward(x, w, b, g.padding, ho, wo)),
+    "winograd": (lambda x, w, b, g, ho, wo, act: winograd_forward(x, w, b, g.padding, ho, wo, act),
                  lambda x, w, gy, g, gw, ig: winograd_backward(x, w, gy, g.padding, gw, ig)),
-    "im2col": (_then(im2col_forward), im2col_backward),
+    "im2col": (im2col_forward, im2col_backward),
 }
 
 

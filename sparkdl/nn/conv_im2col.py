@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sparkdl.kernels import conv as K
+from sparkdl.kernels.epilogue import NO_EPILOGUE
 from sparkdl.nn.gemm import matmul
 
 __all__ = ["ConvGeometry", "im2col_plan", "im2col_forward", "im2col_backward", "im2col_input_grad", "chunk_samples",
@@ -99,10 +100,11 @@ def _add_columns(gcols, n0: int, geom: ConvGeometry, plan: tuple, ho: int, grad_
     K.col2im(gcols, n0, hp, wp, ph, pw, kh, kw, sh, sw, dh, dw, ho, wq, grad_x)
 
 
-def im2col_forward(x, weight, bias, geom: ConvGeometry, ho: int, wo: int) -> np.ndarray:
-    """``y = conv(x, weight) + bias`` (N, C_out, ho, wo) by im2col + one GEMM per group and chunk.
+def im2col_forward(x, weight, bias, geom: ConvGeometry, ho: int, wo: int, act=NO_EPILOGUE) -> np.ndarray:
+    """``y = act(conv(x, weight) + bias)`` (N, C_out, ho, wo) by im2col + one GEMM per group and chunk.
 
-    ``x`` (N, C, H, W) contiguous, ``weight`` (C_out, C/groups, kH, kW), ``bias`` (C_out,) or empty.
+    ``x`` (N, C, H, W) contiguous, ``weight`` (C_out, C/groups, kH, kW), ``bias`` (C_out,) or empty; ``act`` an
+    epilogue of :mod:`sparkdl.kernels.epilogue`.
     """
     n, c = x.shape[:2]
     co, g = weight.shape[0], geom.groups
@@ -119,7 +121,7 @@ def im2col_forward(x, weight, bias, geom: ConvGeometry, ho: int, wo: int) -> np.
             matmul(wg[0], colc, out=ywc)
         else:
             matmul(wg, colc.reshape(g, k // g, lc), out=ywc.reshape(g, co // g, lc))
-        K.crop_bias(ywc, bias, n0, ho, wo, wq, y)
+        K.crop_bias(ywc, bias, n0, ho, wo, wq, y, *act)
     return y
 
 

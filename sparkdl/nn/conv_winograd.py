@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from sparkdl.kernels import conv as K
+from sparkdl.kernels.epilogue import NO_EPILOGUE
 from sparkdl.nn.gemm import matmul
 from sparkdl.nn.conv_im2col import chunk_samples, chunks
 
@@ -33,8 +34,8 @@ def _winograd_filters(weight, dtype):
     return g, np.tensordot(np.tensordot(g, weight, axes=(1, 2)), g, axes=(3, 1))
 
 
-def winograd_forward(x, weight, bias, padding, ho, wo):
-    """y = conv(x, weight) + bias via ``M[xi] = U[xi] @ V[xi]`` over 16 Winograd points, chunk by chunk."""
+def winograd_forward(x, weight, bias, padding, ho, wo, act=NO_EPILOGUE):
+    """y = act(conv(x, weight) + bias) (``act`` an epilogue of :mod:`sparkdl.kernels.epilogue`) via ``M[xi] = U[xi] @ V[xi]`` over 16 Winograd points, chunk by chunk."""
     n, c = x.shape[:2]
     co = weight.shape[0]
     ph, pw = padding
@@ -47,7 +48,7 @@ def winograd_forward(x, weight, bias, padding, ho, wo):
         v, m = vbuf[:c * 16 * L].reshape(c, 16, L), mbuf[:co * 16 * L].reshape(co, 16, L)
         K.winograd_input(x, n0, ph, pw, th, tw, v)
         matmul(u, v.transpose(1, 0, 2), out=m.transpose(1, 0, 2))
-        K.winograd_output(m, bias, n0, th, tw, y)
+        K.winograd_output(m, bias, n0, th, tw, y, *act)
     return y
 
 
