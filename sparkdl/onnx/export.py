@@ -1,4 +1,5 @@
-"""ONNX export: :func:`save` writes a sparkdl module as a self-contained, checker-validated ``.onnx`` file.
+"""ONNX export: :func:`save` writes a sparkdl module as a checker-validated ``.onnx`` file, self-contained up to
+:data:`EXTERNAL_DATA_BYTES` of weights, with its weights in a second file beside it above that.
 
 The module tree is walked with :data:`sparkdl.onnx.export_ops.EXPORTERS` (one function per module class);
 shapes (and the shape tensors an imported graph computes) are found by running each module once on an example
@@ -13,13 +14,22 @@ import tempfile
 
 import numpy as np
 
-from sparkdl.nn.module import Module
 from sparkdl._extras import require_onnx
+from sparkdl.chunking import MAX_CHUNK_BYTES
+from sparkdl.nn.module import Module
 
-__all__ = ["save", "EXPORT_OPSET"]
+__all__ = ["save", "EXPORT_OPSET", "EXTERNAL_DATA_BYTES"]
 
 #: The ai.onnx opset that :func:`save` writes (20: the first with a native ``Gelu``).
 EXPORT_OPSET = 20
+
+#: Weights above this many bytes in all are written to a data file beside the model by default (ONNX's external
+#: data): a protobuf message, so an ``.onnx`` file holding its weights, cannot exceed 2 GiB
+#: (:data:`MAX_PROTO_BYTES`). The default, 1 GiB, is :data:`sparkdl.chunking.MAX_CHUNK_BYTES`.
+EXTERNAL_DATA_BYTES = MAX_CHUNK_BYTES
+
+#: protobuf's limit on one serialized message (2 GiB - 1).
+MAX_PROTO_BYTES = (1 << 31) - 1
 
 
 class Emitter:
@@ -103,7 +113,7 @@ def _shapes(model, input_shape) -> list[tuple]:
     return [tuple(int(d) for d in s) for s in shapes]
 
 
-def save(model: Module, path, input_shape, *, opset: int = EXPORT_OPSET) -> str:
+def save(model: Module, path, input_shape, *, opset: int = EXPORT_OPSET, external_data: bool | None = None) -> str:
     """Export ``model`` (evaluation mode) to an ONNX file at ``path``.
 
     Parameters
@@ -120,6 +130,11 @@ def save(model: Module, path, input_shape, *, opset: int = EXPORT_OPSET) -> str:
         float32.
     opset : int, default :data:`EXPORT_OPSET`
         ai.onnx opset written; 13 or higher (``GELU`` needs 20, ``LayerNorm`` 17).
+    external_data : bool or None, default None
+        Write the weights (every initializer of 1 KiB or more) to ``<file name>.data`` beside the model, as ONNX
+        external data, instead of inside the ``.onnx`` file. None: when they exceed :data:`EXTERNAL_DATA_BYTES`
+        in all. Read such a file back with ``sparkdl.onnx.load(path, external_data_dir=<its directory>)``;
+        onnxruntime and ``onnx.load`` find the data file by themselves.
 
     Returns
     -------
@@ -132,15 +147,18 @@ def save(model: Module, path, input_shape, *, opset: int = EXPORT_OPSET) -> str:
         If ``model`` is not a Module, or contains a module class without an exporter (named, with its path).
     ValueError
         A malformed ``input_shape``, a shape the model does not accept, an opset out of range, a layer
-        setting ONNX cannot express (named), or a model that returns a recurrent layer's (output, state)
-        pair instead of one array.
+        setting ONNX cannot express (named), a model that returns a recurrent layer's (output, state)
+        pair instead of one array, ``external_data=False`` for weights over :data:`MAX_PROTO_BYTES`, or one
+        weight tensor over :data:`MAX_PROTO_BYTES` (ONNX holds a tensor in one protobuf field before it is
+        moved out).
     ImportError
         If the ``onnx`` package is missing (``pip install 'sparkdl[onnx]'``).
 
     Notes
     -----
     The file passes ``onnx.checker.check_model(full_check=True)``; onnxruntime reproduces ``model(x)`` to
-    float32 rounding (tests check 1e-5).
+    float32 rounding (tests check 1e-5). With external data both files are written under temporary names in the
+    target directory and renamed into place, the data file first.
     """
     from sparkdl.nn.graph import Graph
     from sparkdl.onnx.export_ops import check_exportable, export_module, integer_inputs
@@ -163,9 +181,23 @@ def save(model: Module, path, input_shape, *, opset: int = EXPORT_OPSET) -> str:
                  else ["output"])
     if len(set(out_names)) != len(out_names) or set(out_names) & set(names):
         out_names = [f"output_{i}" for i in range(len(outs))]
+    weight_bytes = sum(int(a.nbytes) for a in em.initializers.values())
+    largest = max((int(a.nbytes) for a in em.initializers.values()), default=0)
+    if largest > MAX_PROTO_BYTES:
+        name = max(em.initializers, key=lambda k: em.initializers[k].nbytes)
+        raise ValueError(f"sparkdl.onnx.save: the weight {name!r} holds {largest} bytes; ONNX builds every tensor as "
+                         f"one protobuf field of at most {MAX_PROTO_BYTES} bytes")
+    inline_limit = MAX_PROTO_BYTES - (1 << 20)  # room for the graph itself
+    if external_data is None:
+        external_data = weight_bytes > min(EXTERNAL_DATA_BYTES, inline_limit)
+    elif not external_data and weight_bytes > inline_limit:
+        raise ValueError(f"sparkdl.onnx.save: the weights hold {weight_bytes} bytes, over protobuf's {MAX_PROTO_BYTES}"
+                         "-byte limit for one .onnx file; pass external_data=True (or None) to write them beside it")
     proto = em.model(list(zip(names, shapes)), outs, out_names, out_shapes)
-    onnx.checker.check_model(proto, full_check=True)
     path = os.fspath(path)
+    if external_data:
+        return _save_external(onnx, proto, path)
+    onnx.checker.check_model(proto, full_check=True)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".onnx-", dir=directory)
     try:
@@ -178,4 +210,29 @@ def save(model: Module, path, input_shape, *, opset: int = EXPORT_OPSET) -> str:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+    return path
+
+
+def _save_external(onnx, proto, path: str) -> str:
+    """Write ``proto`` to ``path`` with its initializers in ``<file name>.data`` beside it (ONNX external data,
+    :func:`onnx.save_model`), checked by ``onnx.checker`` from the files; both are written in a temporary
+    directory next to ``path`` and renamed into place, the data first (the model file names it)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    name = os.path.basename(path)
+    data_name = name + ".data"
+    tmpdir = tempfile.mkdtemp(prefix=".onnx-", dir=directory)
+    try:
+        tmp_model = os.path.join(tmpdir, name)
+        onnx.save_model(proto, tmp_model, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=data_name, size_threshold=1024)
+        onnx.checker.check_model(tmp_model, full_check=True)
+        for f in (data_name, name):
+            with open(os.path.join(tmpdir, f), "rb") as fh:
+                os.fsync(fh.fileno())
+        os.replace(os.path.join(tmpdir, data_name), os.path.join(directory, data_name))
+        os.replace(tmp_model, os.path.join(directory, name))
+    finally:
+        for f in os.listdir(tmpdir):
+            os.remove(os.path.join(tmpdir, f))
+        os.rmdir(tmpdir)
     return path
