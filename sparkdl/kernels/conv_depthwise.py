@@ -46,32 +46,22 @@ def _pad_plane(src, ph, pw, Wp, xp):
 @njit(inline="always")
 def _row_taps(yf, o, n, xp, s, wf, t, kw, dw, sw):
     """``yf[o + k] = ((yf[o + k] + wf[t]*xp[s + k*sw]) + wf[t + 1]*xp[s + k*sw + dw]) + ...`` for ``k < n``: one
-    kernel row's taps in order, one pass over the output row; the 3- and 5-tap rows at strides 1 and 2 are
-    written out so that LLVM vectorises them. All arguments are flat arrays and offsets (no views in the loop)."""
+    kernel row's taps in order, one pass over the output row; the 3- and 5-tap rows at stride 1 are written out so
+    that LLVM vectorises them (stride 2 reads a column-split plane instead: :func:`_row_taps_s2`). All arguments
+    are flat arrays and offsets (no views in the loop)."""
     o, n, s, d = np.uint64(o), np.uint64(n), np.uint64(s), np.uint64(dw)
-    d2, d3, d4, two = d + d, d + d + d, d + d + d + d, np.uint64(2)  # uint64 only: int64 with uint64 is float64
-    if kw == 3 and (sw == 1 or sw == 2):
+    d2, d3, d4 = d + d, d + d + d, d + d + d + d  # uint64 only: int64 with uint64 is float64
+    if kw == 3 and sw == 1:
         w0, w1, w2 = wf[t], wf[t + 1], wf[t + 2]
-        if sw == 1:
-            for k in range(n):
-                q = s + k
-                yf[o + k] = ((yf[o + k] + w0 * xp[q]) + w1 * xp[q + d]) + w2 * xp[q + d2]
-        else:
-            for k in range(n):
-                q = s + two * k
-                yf[o + k] = ((yf[o + k] + w0 * xp[q]) + w1 * xp[q + d]) + w2 * xp[q + d2]
-    elif kw == 5 and (sw == 1 or sw == 2):
+        for k in range(n):
+            q = s + k
+            yf[o + k] = ((yf[o + k] + w0 * xp[q]) + w1 * xp[q + d]) + w2 * xp[q + d2]
+    elif kw == 5 and sw == 1:
         w0, w1, w2, w3, w4 = wf[t], wf[t + 1], wf[t + 2], wf[t + 3], wf[t + 4]
-        if sw == 1:
-            for k in range(n):
-                q = s + k
-                yf[o + k] = ((((yf[o + k] + w0 * xp[q]) + w1 * xp[q + d]) + w2 * xp[q + d2])
-                             + w3 * xp[q + d3]) + w4 * xp[q + d4]
-        else:
-            for k in range(n):
-                q = s + two * k
-                yf[o + k] = ((((yf[o + k] + w0 * xp[q]) + w1 * xp[q + d]) + w2 * xp[q + d2])
-                             + w3 * xp[q + d3]) + w4 * xp[q + d4]
+        for k in range(n):
+            q = s + k
+            yf[o + k] = ((((yf[o + k] + w0 * xp[q]) + w1 * xp[q + d]) + w2 * xp[q + d2])
+                         + w3 * xp[q + d3]) + w4 * xp[q + d4]
     else:
         usw = np.uint64(sw)
         for j in range(kw):
