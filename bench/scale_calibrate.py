@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine import median_ms  # noqa: E402  (bench/engine.py)
 from scale_cost import Calibration  # noqa: E402
 
-__all__ = ["calibrate", "driver_task_part", "mlp", "train_iterations", "FEATURES"]
+__all__ = ["calibrate", "driver_task_part", "mlp", "reduce_parts", "train_iterations", "FEATURES"]
 
 #: Input features of the MLPs (``FEATURES -> hidden -> 10``); the hidden width sets the parameter count.
 FEATURES = 1000
@@ -201,31 +201,34 @@ def train_iterations(sc, parameters: int, partitions: int, iterations: int, warm
             "blocks": seen.get("blocks"), "jvm_ms": per, "driver_bytes": result_bytes}
 
 
-def reduce_parts(sc, iterations: int, parameters: int = 1_000_000) -> dict:
-    """``driver_sum_fps``, ``update_param_s``, ``record_overhead_bytes``: the driver reduce's time per iteration
-    (``TrainingLoop``'s timings) with 2 and 16 partitions of a one-block MLP, ``t(N) = N * P / driver_sum_fps + P *
-    update_param_s``, and the task result bytes per partition beyond the ``4P`` of its gradient."""
-    counts = [2, 16]
-    runs = [train_iterations(sc, parameters, n, iterations, 2) for n in counts]
-    secs = [r["jvm_ms"].get("driver_reduce_ms", 0.0) / 1000 for r in runs]
-    P = runs[0]["parameters"]
+def reduce_parts(runs: list) -> dict:
+    """``driver_sum_fps``, ``update_param_s``, ``record_overhead_bytes`` from :func:`train_iterations` runs of the
+    same one-block MLP whose driver received different numbers of records: ``runs`` is ``[(records, run)]``, e.g.
+    ``local[1]`` (one group task: 1 record) and ``local[2]`` (2). The driver reduce's time per iteration
+    (``TrainingLoop``'s timings) is ``t(r) = r * P / driver_sum_fps + P * update_param_s``; the overhead is the
+    task result bytes per record beyond the ``4P`` of its gradient."""
+    counts = [r for r, _ in runs]
+    secs = [run["jvm_ms"].get("driver_reduce_ms", 0.0) / 1000 for _, run in runs]
+    P = runs[0][1]["parameters"]
     slope, intercept = np.polyfit(counts, secs, 1)
     if slope <= 0:
-        print(f"warning: the driver reduce took {secs} s with {counts} partitions: no summation cost measurable "
+        print(f"warning: the driver reduce took {secs} s with {counts} records: no summation cost measurable "
               "(a loaded machine?); rerun --calibrate", file=sys.stderr)
-    overhead = runs[1]["driver_bytes"] / counts[1] - 4 * P
+    records, last = runs[-1]
+    overhead = last["driver_bytes"] / records - 4 * P
     return {"driver_sum_fps": P / max(float(slope), P / 1e10), "update_param_s": max(float(intercept), 1e-7) / P,
             "record_overhead_bytes": max(float(overhead), 0.0)}
 
 
-def calibrate(sc, task_driver_s: float, repeats: int = 5, iterations: int = 5) -> Calibration:
-    """Every part but ``task_driver_s`` (given: :func:`driver_task_part`), measured on ``sc``'s master."""
+def calibrate(sc, task_driver_s: float, reduce: dict, repeats: int = 5, iterations: int = 5) -> Calibration:
+    """Every part but ``task_driver_s`` (:func:`driver_task_part`) and the ``reduce`` parts (:func:`reduce_parts`),
+    measured on ``sc``'s master."""
     _ship_by_value()
     parts = {"task_driver_s": task_driver_s}
     parts.update(launch_parts(sc, repeats, task_driver_s, iterations))
     parts.update(compute_parts(repeats))
     parts.update(io_parts(sc, repeats))
     parts.update(shuffle_parts(sc, repeats))
-    parts.update(reduce_parts(sc, iterations))
+    parts.update(reduce)
     parts["host"] = f"{platform.node()} {os.cpu_count()} cores, master {sc.master}"
     return Calibration.from_dict(parts)

@@ -10,16 +10,19 @@ global batch of ``B`` rows and ``b`` bytes per gradient value (4, or 2 with ``co
   broadcast, pipelined in 4 MB blocks: ``(4P + ceil(log2(E + 1)) * 4 MB) / bandwidth``), then each of the ``C``
   Python tasks of an executor reads them from its JVM.
 * **compute**: each group task computes ``N / S`` partitions with ``B / S`` rows in all:
-  ``P * (rows * row_param_s + partitions * partition_param_s)``, and writes one record per partition
-  (``record_overhead_bytes + b * P``: measured from task result sizes; the format's headers are 80 bytes) to its
-  JVM at ``python_io_bps``.
-* **reduce**, one of three strategies (:func:`reduce_strategy` picks the engine's):
-  ``driver``: every partition's record is a task result, the driver receives ``N`` records over its link and sums
-  them (``driver_sum_fps`` floats/s) then updates (``update_param_s`` per parameter);
-  ``driver-presum``: each executor first sums its own partitions' records, the driver receives ``E`` records;
-  ``shuffle``: ``K`` AllReduce blocks, the records go through Spark's shuffle (write at ``shuffle_bps``, read over
-  the network), ``K`` JVM reduce tasks (a second stage: ``stage_s``) sum and update a block each, and the new
-  shards (``4P`` bytes) come back to the driver.
+  ``P * (rows * row_param_s + partitions * partition_param_s)`` (the per-partition term includes its share of the
+  task's pre-sum), and writes its ``r / S`` records (below; ``record_overhead_bytes + b * P`` each: measured from
+  task result sizes, the format's headers are 80 bytes) to its JVM at ``python_io_bps``.
+* **reduce**, one of two strategies (:func:`reduce_strategy` picks the engine's). The group tasks send ``r``
+  records: one per task when each executor holds aligned runs of partition ids (always in local mode), ``r = S``;
+  one per partition when the cache scattered the ids over the executors (``Cluster.scattered``), ``r = N``.
+  ``driver`` (one AllReduce block): with ``r <= 2E`` the driver receives the ``r`` records over its link and sums
+  them (``driver_sum_fps`` floats/s); beyond, a combine stage (``stage_s``, ``E`` JVM tasks, the records through
+  the shuffle) sums them per tree node first and the driver receives and sums ``E``; then the update
+  (``update_param_s`` per parameter). This is ``FanIn.java`` in the bridge.
+  ``shuffle``: ``K`` AllReduce blocks, each record is cut into ``K`` block records that go through Spark's shuffle
+  (write at ``shuffle_bps``, read over the network), ``K`` JVM reduce tasks (a second stage) sum and update a block
+  each, and the new shards (``4P`` bytes) come back to the driver.
 
 Bandwidths that cross machines are capped by ``network_bps`` (an assumption for clusters, not measured here: the
 calibration machine has only loopback); on one host (``local``/``local-cluster`` masters) it is infinite.
@@ -86,15 +89,21 @@ class Cluster:
     network_bps: float = math.inf  # between machines; inf on one host
     host_cores: int | None = None  # cores that really run the slots (oversubscribed one-host validation)
     one_jvm: bool = False  # local[k]: the executor is the driver JVM, weights need no broadcast
+    scattered: bool = False  # partition ids interleaved over the executors: no pre-sum, one record per partition
 
     @property
     def slots(self) -> int:
         return self.executors * self.cores
 
+    @property
+    def records(self) -> int:
+        """Gradient records the group tasks send per AllReduce block (``GroupAssignment.records``)."""
+        return self.partitions if self.scattered else min(self.partitions, self.slots)
+
 
 @dataclass(frozen=True)
 class Strategy:
-    """A reduce strategy: ``name`` in {'driver', 'driver-presum', 'shuffle'}, ``blocks`` K."""
+    """A reduce strategy: ``name`` in {'driver', 'shuffle'}, ``blocks`` K."""
 
     name: str
     blocks: int
@@ -102,13 +111,12 @@ class Strategy:
 
 def reduce_strategy(parameters: int, partitions: int, executors: int, cores: int, block_parameters: int,
                     driver_reduce: bool = True) -> Strategy:
-    """The reduce the engine runs for this configuration — THE RULE TO ALIGN WITH THE ENGINE AT MERGE.
+    """The reduce the engine runs for this configuration.
 
     Mirrors ``sparkdl/engine/loop.py`` (``K = min(partitions, ceil(P / BLOCK_PARAMETERS))``) and
-    ``sparkdl/engine/jvm_reduce.py`` (one block and ``DRIVER_REDUCE``: the driver sums every partition's record;
-    otherwise K JVM reduce tasks after a shuffle). ``executors`` and ``cores`` are unused by today's rule; a
-    fan-in rule (``driver-presum`` when the driver would receive more than executors x model bytes) decides
-    with them.
+    ``sparkdl/engine/jvm_reduce.py`` (one block and ``DRIVER_REDUCE``: the driver reduce, with the bridge's fan-in
+    bound; otherwise K JVM reduce tasks after a shuffle). ``executors`` and ``cores`` do not change the choice:
+    the fan-in bound (``FanIn.java``) is part of the driver strategy's cost (:func:`predict`).
     """
     blocks = min(partitions, -(-parameters // block_parameters))
     if blocks == 1 and driver_reduce:
@@ -116,8 +124,27 @@ def reduce_strategy(parameters: int, partitions: int, executors: int, cores: int
     return Strategy("shuffle", max(1, blocks))
 
 
+#: Records per executor the driver collects directly (``FanIn.PER_EXECUTOR``); beyond, a combine stage runs first.
+FAN_IN_PER_EXECUTOR = 2
 #: ``spark.broadcast.blockSize`` (default 4 MB): a torrent broadcast is pipelined in blocks of this size.
 TORRENT_BLOCK_BYTES = 4 << 20
+
+
+def _remote(executors: int) -> float:
+    """The share of a reduce task's input that comes from other executors."""
+    return (executors - 1) / executors if executors > 1 else 0.0
+
+
+def _combine_stage(cal: Calibration, cl: Cluster, r: int, record: float, run: int, over: float) -> float:
+    """``FanIn``'s combine stage: the group tasks write their ``r`` records to the shuffle, ``E`` JVM tasks read
+    (mostly remote) and sum ``r / E`` each in the tree's order."""
+    E, S = cl.executors, cl.slots
+    write = (r / S) * record / cal.shuffle_bps * over
+    per_task = (r / E) * record
+    net = min(cal.shuffle_bps, cl.network_bps)
+    read = per_task * (1 - _remote(E)) / cal.shuffle_bps + per_task * _remote(E) / net
+    waves = math.ceil(E / run)
+    return cal.stage_s + cal.task_driver_s * E + write + waves * (read + (r / E) * cl.parameters / cal.driver_sum_fps)
 
 
 def _rounds(executors: int) -> int:
@@ -141,34 +168,32 @@ def predict(cal: Calibration, cl: Cluster, strategy: Strategy) -> dict:
     bcast = 0.0 if inline or cl.one_jvm else (weight_bytes + _rounds(E) * min(weight_bytes, TORRENT_BLOCK_BYTES)) / bw
     out["weights"] = bcast + weight_bytes / cal.python_io_bps * over
     parts_per_task, rows_per_task = N / S, cl.batch_size / S
+    r = cl.records
     out["compute"] = over * (P * (rows_per_task * cal.row_param_s + parts_per_task * cal.partition_param_s)
-                             + parts_per_task * record / cal.python_io_bps)
+                             + (r / S) * record / cal.python_io_bps)
     gather = min(cal.gather_bps, net)
     update = P * cal.update_param_s
     if strategy.name == "driver":
-        out["gather"], out["shuffle"] = N * record / gather, 0.0
-        out["reduce"] = N * P / cal.driver_sum_fps + update
-        out["driver_bytes"] = N * record
-    elif strategy.name == "driver-presum":
-        presum = (N / E) * P / cal.driver_sum_fps  # on each executor, in parallel
-        out["gather"], out["shuffle"] = E * record / gather, 0.0
-        out["reduce"] = presum + E * P / cal.driver_sum_fps + update
-        out["driver_bytes"] = E * record
+        direct = r <= FAN_IN_PER_EXECUTOR * E
+        received = r if direct else min(r, E)
+        out["shuffle"] = 0.0 if direct else _combine_stage(cal, cl, r, record, run, over)
+        out["gather"] = received * record / gather
+        out["reduce"] = received * P / cal.driver_sum_fps + update
+        out["driver_bytes"] = received * record
     elif strategy.name == "shuffle":
         K = strategy.blocks
-        total = N * (RECORD_HEADER_BYTES * K + cl.value_bytes * P)  # every partition writes K block records
-        write = parts_per_task * (total / N) / cal.shuffle_bps * over
-        remote = (E - 1) / E if E > 1 else 0.0  # share of a reduce task's input on other executors
+        total = r * (RECORD_HEADER_BYTES * K + cl.value_bytes * P)  # every record is cut into K block records
+        write = total / S / cal.shuffle_bps * over  # each task writes its share
+        remote = _remote(E)
         per_reduce = total / K
         read = per_reduce * (1 - remote) / cal.shuffle_bps + per_reduce * remote / min(cal.shuffle_bps, net)
         reduce_waves = math.ceil(K / run)
         out["shuffle"] = cal.stage_s + cal.task_driver_s * K + write + reduce_waves * read
-        out["reduce"] = reduce_waves * (N * P / K / cal.driver_sum_fps + update / K)
+        out["reduce"] = reduce_waves * (r * P / K / cal.driver_sum_fps + update / K)
         out["gather"] = weight_bytes / gather  # the new shards
         out["driver_bytes"] = weight_bytes + K * RECORD_HEADER_BYTES
     else:
-        raise ValueError("predict: strategy.name must be 'driver', 'driver-presum' or 'shuffle', "
-                         f"got {strategy.name!r}")
+        raise ValueError(f"predict: strategy.name must be 'driver' or 'shuffle', got {strategy.name!r}")
     out["total"] = sum(out[k] for k in ("launch", "weights", "compute", "gather", "shuffle", "reduce"))
     return out
 

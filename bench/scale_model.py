@@ -67,16 +67,26 @@ def _session(master: str):
 
 # ------------------------------------------------------------------------------------------------ modes
 def run_calibrate(args) -> dict:
-    from scale_calibrate import calibrate, driver_task_part
+    from scale_calibrate import calibrate, driver_task_part, reduce_parts, train_iterations
     repeats = 2 if args.quick else 7
+    iterations = 2 if args.quick else 6
     spark = _session("local[32]")  # the driver's cost per task: 32 slots, every task in the first wave
     try:
         task_driver_s = driver_task_part(spark.sparkContext, repeats)["task_driver_s"]
     finally:
         spark.stop()
+    # The driver reduce with 1 and 2 records per iteration: local[k] runs k group tasks, one pre-summed record each.
+    runs = []
+    for k in (1, 2):
+        spark = _session(f"local[{k}]")
+        try:
+            runs.append((k, train_iterations(spark.sparkContext, 1_000_000, 2, 2 * iterations, 2)))
+        finally:
+            spark.stop()
     spark = _session(args.master)
     try:
-        cal = calibrate(spark.sparkContext, task_driver_s, repeats=repeats, iterations=2 if args.quick else 6)
+        cal = calibrate(spark.sparkContext, task_driver_s, reduce_parts(runs), repeats=repeats,
+                        iterations=iterations)
     finally:
         spark.stop()
     with open(args.calibration, "w") as f:
@@ -133,11 +143,12 @@ def run_validate(args) -> dict:
 
 
 def prediction_table(cal: Calibration, executors: list, params: list, cores: int, partitions_per_core: int,
-                     rows_per_core: int, value_bytes: int, network_bps: float) -> list:
-    """One row per (P, E): every strategy's predicted seconds, the rule's choice, its efficiency vs 1 executor."""
+                     rows_per_core: int, value_bytes: int, network_bps: float, scattered: bool = False) -> list:
+    """One row per (P, E): both strategies' predicted seconds, the rule's choice, its efficiency vs 1 executor."""
     def cluster(e, p):
         s = e * cores
-        return Cluster(e, cores, partitions_per_core * s, p, rows_per_core * s, value_bytes, network_bps)
+        return Cluster(e, cores, partitions_per_core * s, p, rows_per_core * s, value_bytes, network_bps,
+                       scattered=scattered)
     rows = []
     for p in params:
         base = cluster(1, p)
@@ -147,14 +158,14 @@ def prediction_table(cal: Calibration, executors: list, params: list, cores: int
             rule = engine_rule(p, cl.partitions, e, cores)
             k = max(1, min(cl.partitions, rule.blocks if rule.name == "shuffle" else -(-p // (1 << 20))))
             each = {name: predict(cal, cl, Strategy(name, k if name == "shuffle" else 1))
-                    for name in ("driver", "driver-presum", "shuffle")}
+                    for name in ("driver", "shuffle")}
             chosen = each[rule.name]
             rows.append({"parameters": p, "executors": e, "slots": cl.slots, "partitions": cl.partitions,
                          "batch_size": cl.batch_size, "rule": rule.name, "blocks": rule.blocks,
                          **{f"{name}_s": v["total"] for name, v in each.items()},
                          "chosen_s": chosen["total"], "efficiency": efficiency(cal, cl, rule, base, base_rule),
                          "driver_bytes": chosen["driver_bytes"],
-                         "over_max_result_size": rule.name == "driver" and chosen["driver_bytes"] > MAX_RESULT_BYTES,
+                         "over_max_result_size": chosen["driver_bytes"] > MAX_RESULT_BYTES,
                          "parts": {k2: v2 for k2, v2 in chosen.items() if k2 not in ("total", "driver_bytes")}})
     return rows
 
@@ -163,15 +174,16 @@ def run_predict(args) -> dict:
     cal = load_calibration(args.calibration)
     network = args.network_gbps * 1e9 / 8
     rows = prediction_table(cal, args.executors, args.params, args.cores, args.partitions_per_core,
-                            args.rows_per_core, 2 if args.compress == "fp16" else 4, network)
+                            args.rows_per_core, 2 if args.compress == "fp16" else 4, network, args.scattered)
     print(f"calibration: {cal.host}; {args.cores} cores/executor, {args.partitions_per_core} partitions and "
-          f"{args.rows_per_core} rows per core, network {args.network_gbps} Gbit/s (assumed)")
-    print(f"{'P':>12s} {'exec':>5s} {'slots':>6s} {'driver':>9s} {'presum':>9s} {'shuffle':>9s} {'rule':>8s} "
+          f"{args.rows_per_core} rows per core, network {args.network_gbps} Gbit/s (assumed)"
+          + ("; partition ids scattered over executors" if args.scattered else ""))
+    print(f"{'P':>12s} {'exec':>5s} {'slots':>6s} {'driver':>9s} {'shuffle':>9s} {'rule':>8s} "
           f"{'iter':>9s} {'eff':>6s} {'driver MB':>10s}")
     for r in rows:
         flag = " (> maxResultSize: fails)" if r["over_max_result_size"] else ""
         print(f"{r['parameters']:12,d} {r['executors']:5d} {r['slots']:6d} {r['driver_s']:8.3f}s "
-              f"{r['driver-presum_s']:8.3f}s {r['shuffle_s']:8.3f}s {r['rule']:>8s} {r['chosen_s']:8.3f}s "
+              f"{r['shuffle_s']:8.3f}s {r['rule']:>8s} {r['chosen_s']:8.3f}s "
               f"{r['efficiency']:6.2f} {r['driver_bytes'] / 2**20:10.1f}{flag}")
     return {"prediction": rows, "calibration": cal.to_dict()}
 
@@ -203,6 +215,8 @@ def main(argv=None):
     ap.add_argument("--rows-per-core", type=int, default=32)
     ap.add_argument("--network-gbps", type=float, default=10.0)
     ap.add_argument("--compress", choices=["fp16"], default=None)
+    ap.add_argument("--scattered", action="store_true",
+                    help="--predict: partition ids interleaved over the executors (no pre-sum in the tasks)")
     ap.add_argument("--quick", action="store_true", help="the smallest setting of the mode (smoke run)")
     args = ap.parse_args(argv)
     if args.quick:

@@ -24,24 +24,38 @@ def test_driver_reduce_prediction_worked_by_hand():
     record = 80 + 4 * 1000  # two 40-byte headers (gradient, buffers) + the float32 gradient
     assert p["launch"] == pytest.approx(0.01 + 2 * 0.001 + 1 * 0.002)  # job, 2 tasks, 1 wave
     assert p["weights"] == pytest.approx(4000 / 1e8)  # 4 KB ride inside the tasks: no broadcast, one read
-    assert p["compute"] == pytest.approx(1000 * (4 * 1e-9 + 2 * 1e-8) + 2 * record / 1e8)  # 4 rows, 2 partitions
-    assert p["gather"] == pytest.approx(4 * record / 1e7)  # every partition's record reaches the driver
-    assert p["reduce"] == pytest.approx(4 * 1000 / 1e9 + 1000 * 1e-8)
-    assert p["driver_bytes"] == 4 * record
-    assert p["total"] == pytest.approx(0.014 + 4e-5 + 1.056e-4 + 1.632e-3 + 1.4e-5)
+    # 4 rows and 2 partitions per task; each task pre-sums its aligned partitions into one record.
+    assert p["compute"] == pytest.approx(1000 * (4 * 1e-9 + 2 * 1e-8) + 1 * record / 1e8)
+    assert p["shuffle"] == 0.0  # 2 records <= 2 per executor: no combine stage
+    assert p["gather"] == pytest.approx(2 * record / 1e7)
+    assert p["reduce"] == pytest.approx(2 * 1000 / 1e9 + 1000 * 1e-8)
+    assert p["driver_bytes"] == 2 * record
+    assert p["total"] == pytest.approx(0.014 + 4e-5 + 6.48e-5 + 8.16e-4 + 1.2e-5)
 
 
-def test_presum_and_shuffle_predictions_worked_by_hand():
+def test_scattered_partitions_go_through_the_combine_stage_worked_by_hand():
+    """40 partitions whose ids are interleaved over 2 executors: 40 records, more than 2 per executor, so a
+    combine stage of 2 JVM tasks sums 20 each (half of them remote) and the driver receives 2."""
+    cl = Cluster(**{**SMALL.__dict__, "partitions": 40, "scattered": True})
     record = 4080
-    pre = predict(CAL, SMALL, Strategy("driver-presum", 1))
-    assert pre["gather"] == pytest.approx(2 * record / 1e7) and pre["driver_bytes"] == 2 * record
-    assert pre["reduce"] == pytest.approx(2 * 1000 / 1e9 + 2 * 1000 / 1e9 + 1e-5)  # executors pre-sum, driver sums 2
+    p = predict(CAL, cl, Strategy("driver", 1))
+    write, read, summed = 20 * record / 1e8, 20 * record / 1e8, 20 * 1000 / 1e9
+    assert p["shuffle"] == pytest.approx(0.05 + 2 * 0.001 + write + read + summed)
+    assert p["compute"] == pytest.approx(1000 * (4e-9 + 20 * 1e-8) + 20 * record / 1e8)
+    assert p["gather"] == pytest.approx(2 * record / 1e7) and p["driver_bytes"] == 2 * record
+    assert p["reduce"] == pytest.approx(2 * 1000 / 1e9 + 1e-5)
+    # 4 scattered partitions are 2 per executor: the driver takes all 4 directly.
+    four = predict(CAL, Cluster(**{**SMALL.__dict__, "scattered": True}), Strategy("driver", 1))
+    assert four["shuffle"] == 0.0 and four["driver_bytes"] == 4 * record
+
+
+def test_shuffle_prediction_worked_by_hand():
     sh = predict(CAL, SMALL, Strategy("shuffle", 2))
-    total = 4 * (2 * 80 + 4 * 1000)  # each partition writes 2 block records
-    write = 2 * (total / 4) / 1e8
+    total = 2 * (2 * 80 + 4 * 1000)  # 2 pre-summed records, each cut into 2 block records
+    write = total / 2 / 1e8  # each of the 2 tasks writes its half
     read = (total / 2) / 1e8  # half local, half remote; network infinite: both at shuffle_bps
     assert sh["shuffle"] == pytest.approx(0.05 + 2 * 0.001 + write + read)
-    assert sh["reduce"] == pytest.approx(4 * 1000 / 2 / 1e9 + 1e-5 / 2)
+    assert sh["reduce"] == pytest.approx(2 * 1000 / 2 / 1e9 + 1e-5 / 2)
     assert sh["weights"] == pytest.approx((4000 + 2 * 4000) / 1e7 + 4000 / 1e8)  # broadcast: 4 KB + 2 rounds
     assert sh["driver_bytes"] == 4000 + 2 * 80
 
@@ -50,17 +64,22 @@ def test_what_each_strategy_grows_with():
     def driver_bytes(name, **kw):
         cl = Cluster(**{**SMALL.__dict__, **kw})
         return predict(CAL, cl, Strategy(name, 2 if name == "shuffle" else 1))["driver_bytes"]
-    assert driver_bytes("driver", partitions=40) == 10 * driver_bytes("driver", partitions=4)
-    assert driver_bytes("driver-presum", partitions=40) == driver_bytes("driver-presum", partitions=4)
-    assert driver_bytes("driver-presum", executors=20) == 10 * driver_bytes("driver-presum", executors=2)
+    record = 4080
+    # The driver's bytes never depend on the partitions, aligned or scattered: at most 2 records per executor.
+    assert driver_bytes("driver", partitions=40) == driver_bytes("driver", partitions=4) == 2 * record
+    assert driver_bytes("driver", partitions=400, scattered=True) == 2 * record
+    assert driver_bytes("driver", partitions=40, executors=20) == 20 * record
+    for n in (4, 40, 400):
+        for e in (1, 2, 20):
+            assert driver_bytes("driver", partitions=n, executors=e, scattered=True) <= 2 * e * record
     assert driver_bytes("shuffle", partitions=40, executors=20) == driver_bytes("shuffle")
     # Two slots on one core: compute takes twice as long; a network slower than the calibration caps the gather.
     one_core = predict(CAL, Cluster(**{**SMALL.__dict__, "host_cores": 1}), Strategy("driver", 1))
     assert one_core["compute"] == pytest.approx(2 * predict(CAL, SMALL, Strategy("driver", 1))["compute"])
     slow = predict(CAL, Cluster(**{**SMALL.__dict__, "network_bps": 1e6}), Strategy("driver", 1))
-    assert slow["gather"] == pytest.approx(4 * 4080 / 1e6)
+    assert slow["gather"] == pytest.approx(2 * record / 1e6)
     with pytest.raises(ValueError, match="strategy.name"):
-        predict(CAL, SMALL, Strategy("tree", 1))
+        predict(CAL, SMALL, Strategy("driver-presum", 1))
 
 
 def test_weak_scaling_efficiency_falls_with_the_driver_fan_in():
@@ -95,13 +114,17 @@ def test_calibration_json_and_masters():
         scale_model.parse_master("yarn")
 
 
-def test_prediction_table_flags_the_driver_reduce_over_max_result_size():
-    rows = scale_model.prediction_table(CAL, [16, 256], [1_000_000, 100_000_000], cores=4, partitions_per_core=2,
-                                        rows_per_core=32, value_bytes=4, network_bps=1.25e9)
-    by = {(r["parameters"], r["executors"]): r for r in rows}
-    assert by[(1_000_000, 16)]["rule"] == "driver" and not by[(1_000_000, 16)]["over_max_result_size"]
-    assert by[(1_000_000, 256)]["over_max_result_size"]  # 2048 records of 4 MB
-    assert by[(100_000_000, 16)]["rule"] == "shuffle" and by[(100_000_000, 16)]["blocks"] == 96
+def test_prediction_table_driver_bytes_stay_within_the_fan_in_bound():
+    for scattered in (False, True):
+        rows = scale_model.prediction_table(CAL, [16, 256], [1_000_000, 100_000_000], cores=4,
+                                            partitions_per_core=2, rows_per_core=32, value_bytes=4,
+                                            network_bps=1.25e9, scattered=scattered)
+        by = {(r["parameters"], r["executors"]): r for r in rows}
+        for e in (16, 256):  # 8 records per executor reach the combine stage; the driver receives E of 4 MB
+            assert by[(1_000_000, e)]["rule"] == "driver"
+            assert by[(1_000_000, e)]["driver_bytes"] == e * (80 + 4_000_000)
+            assert not by[(1_000_000, e)]["over_max_result_size"]
+        assert by[(100_000_000, 16)]["rule"] == "shuffle" and by[(100_000_000, 16)]["blocks"] == 96
 
 
 def test_the_rule_is_what_the_engine_runs(spark, monkeypatch):
