@@ -6,9 +6,10 @@ global batch of ``B`` rows and ``b`` bytes per gradient value (4, or 2 with ``co
 
 * **launch**: ``job_s + task_driver_s * S + task_python_s * waves`` — one Spark job, the driver schedules ``S``
   group tasks, each Python task has a fixed executor-side cost; ``waves = ceil(S / cores that really run)``.
-* **weights**: ``4P`` bytes reach every executor (inside the tasks up to 512 KB on the driver path, else a torrent
-  broadcast, pipelined in 4 MB blocks: ``(4P + ceil(log2(E + 1)) * 4 MB) / bandwidth``), then each of the ``C``
-  Python tasks of an executor reads them from its JVM.
+* **weights**: ``4P`` bytes reach every executor: inside each task up to 512 KB on the driver path
+  (``4P / inline_bps`` per task), else a torrent broadcast pipelined in 4 MB blocks
+  (``(4P + ceil(log2(E + 1)) * 4 MB) / bandwidth``, times ``E / host cores`` when the executors share one host);
+  then each of the ``C`` Python tasks of an executor reads them from its JVM.
 * **compute**: each group task computes ``N / S`` partitions with ``B / S`` rows in all:
   ``P * (rows * row_param_s + partitions * partition_param_s)`` (the per-partition term includes its share of the
   task's pre-sum), and writes its ``r / S`` records (below; ``record_overhead_bytes + b * P`` each: measured from
@@ -62,12 +63,13 @@ class Calibration:
     driver_sum_fps: float  # float32 values summed per second by the JVM reduce (driver or task)
     update_param_s: float  # optimizer update per parameter (JVM)
     record_overhead_bytes: float = RECORD_HEADER_BYTES  # a partition's task result bytes beyond its b * P
+    inline_bps: float = math.inf  # weights inside a task reaching a Python task in another JVM (measured last)
     host: str = ""
 
     @classmethod
     def from_dict(cls, d: dict) -> "Calibration":
         names = {f.name for f in fields(cls)}
-        missing = sorted(names - set(d) - {"host", "record_overhead_bytes"})
+        missing = sorted(names - set(d) - {"host", "record_overhead_bytes", "inline_bps"})
         if missing:
             raise ValueError(f"calibration: missing part(s) {missing}; run bench/scale_model.py --calibrate")
         return cls(**{k: v for k, v in d.items() if k in names})
@@ -90,6 +92,7 @@ class Cluster:
     host_cores: int | None = None  # cores that really run the slots (oversubscribed one-host validation)
     one_jvm: bool = False  # local[k]: the executor is the driver JVM, weights need no broadcast
     scattered: bool = False  # partition ids interleaved over the executors: no pre-sum, one record per partition
+    sent_records: int | None = None  # the engine's own count when known (``TrainingLoop.localRecords``)
 
     @property
     def slots(self) -> int:
@@ -98,6 +101,8 @@ class Cluster:
     @property
     def records(self) -> int:
         """Gradient records the group tasks send per AllReduce block (``GroupAssignment.records``)."""
+        if self.sent_records is not None:
+            return self.sent_records
         return self.partitions if self.scattered else min(self.partitions, self.slots)
 
 
@@ -162,11 +167,18 @@ def predict(cal: Calibration, cl: Cluster, strategy: Strategy) -> dict:
     weight_bytes = 4 * P
     waves = math.ceil(S / run)
     out = {"launch": cal.job_s + cal.task_driver_s * S + cal.task_python_s * waves}
-    # Weights: a broadcast unless small enough to ride in the tasks; each Python task then reads them.
+    # Weights: a broadcast unless small enough to ride in the tasks; each Python task then reads them. On one
+    # host the executors share its cores to receive a broadcast; across hosts each has its own link.
     inline = strategy.name != "shuffle" and weight_bytes <= INLINE_WEIGHT_BYTES
-    bw = min(cal.broadcast_bps, net)
-    bcast = 0.0 if inline or cl.one_jvm else (weight_bytes + _rounds(E) * min(weight_bytes, TORRENT_BLOCK_BYTES)) / bw
-    out["weights"] = bcast + weight_bytes / cal.python_io_bps * over
+    share = max(1.0, E / cl.host_cores) if cl.host_cores else 1.0
+    if cl.one_jvm:
+        ship = 0.0
+    elif inline:
+        ship = over * weight_bytes / min(cal.inline_bps, net)  # each task's copy
+    else:
+        bw = min(cal.broadcast_bps, net)
+        ship = share * (weight_bytes + _rounds(E) * min(weight_bytes, TORRENT_BLOCK_BYTES)) / bw
+    out["weights"] = ship + weight_bytes / cal.python_io_bps * over
     parts_per_task, rows_per_task = N / S, cl.batch_size / S
     r = cl.records
     out["compute"] = over * (P * (rows_per_task * cal.row_param_s + parts_per_task * cal.partition_param_s)

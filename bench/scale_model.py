@@ -21,6 +21,7 @@ setting of each mode (a smoke run, not a measurement). The last line printed is 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -87,6 +88,7 @@ def run_calibrate(args) -> dict:
     try:
         cal = calibrate(spark.sparkContext, task_driver_s, reduce_parts(runs), repeats=repeats,
                         iterations=iterations)
+        cal.inline_bps = inline_part(spark.sparkContext, cal, args.master, iterations)
     finally:
         spark.stop()
     with open(args.calibration, "w") as f:
@@ -95,6 +97,27 @@ def run_calibrate(args) -> dict:
         print(f"{k:20s} {v:.4g}" if isinstance(v, float) else f"{k:20s} {v}")
     print(f"written to {args.calibration}")
     return cal.to_dict()
+
+
+def inline_part(sc, cal: Calibration, master: str, iterations: int) -> float:
+    """``inline_bps``: a ~100k-parameter model (400 KB of weights inside each task) trained on ``master``; what its
+    iteration costs beyond every other part of the model, per task's copy of the weights."""
+    from scale_calibrate import train_iterations
+    executors, cores = parse_master(master)
+    if master.startswith("local["):
+        return math.inf  # the tasks run in the driver JVM
+    m = train_iterations(sc, 100_000, executors * cores, 2 * iterations, 2)
+    cl = _measured_cluster(master, m)
+    without = predict(dataclasses.replace(cal, inline_bps=math.inf), cl, Strategy("driver", 1))["total"]
+    over = cl.slots / min(cl.slots, cl.host_cores)
+    return 4 * m["parameters"] * over / max(m["seconds"] - without, 1e-4)
+
+
+def _measured_cluster(master: str, m: dict) -> Cluster:
+    """The :class:`Cluster` of a :func:`scale_calibrate.train_iterations` run ``m`` on ``master`` (this host)."""
+    executors, cores = parse_master(master)
+    return Cluster(executors, cores, m["partitions"], m["parameters"], m["batch_size"], host_cores=os.cpu_count(),
+                   one_jvm=master.startswith("local["), sent_records=m.get("records"))
 
 
 def validate_worker(args) -> list:
@@ -120,8 +143,7 @@ def run_validate(args) -> dict:
         if out.returncode != 0:
             raise RuntimeError(f"--validate on {master} failed:\n{out.stderr[-3000:]}")
         for m in json.loads(out.stdout.strip().splitlines()[-1]):
-            cl = Cluster(executors, cores, m["partitions"], m["parameters"], m["batch_size"],
-                         host_cores=os.cpu_count(), one_jvm=master.startswith("local["))
+            cl = _measured_cluster(master, m)
             rule = engine_rule(cl.parameters, cl.partitions, executors, cores)
             pred = predict(cal, cl, rule)
             err = 100 * (pred["total"] - m["seconds"]) / m["seconds"]

@@ -15,7 +15,7 @@ from scale_cost import Calibration, Cluster, Strategy, efficiency, predict, redu
 
 CAL = Calibration(job_s=0.01, task_driver_s=0.001, task_python_s=0.002, stage_s=0.05, row_param_s=1e-9,
                   partition_param_s=1e-8, python_io_bps=1e8, gather_bps=1e7, broadcast_bps=1e7, shuffle_bps=1e8,
-                  driver_sum_fps=1e9, update_param_s=1e-8)
+                  driver_sum_fps=1e9, update_param_s=1e-8, inline_bps=1e8)
 SMALL = Cluster(executors=2, cores=1, partitions=4, parameters=1000, batch_size=8)
 
 
@@ -23,14 +23,17 @@ def test_driver_reduce_prediction_worked_by_hand():
     p = predict(CAL, SMALL, Strategy("driver", 1))
     record = 80 + 4 * 1000  # two 40-byte headers (gradient, buffers) + the float32 gradient
     assert p["launch"] == pytest.approx(0.01 + 2 * 0.001 + 1 * 0.002)  # job, 2 tasks, 1 wave
-    assert p["weights"] == pytest.approx(4000 / 1e8)  # 4 KB ride inside the tasks: no broadcast, one read
+    assert p["weights"] == pytest.approx(4000 / 1e8 + 4000 / 1e8)  # 4 KB ride inside each task, then one read
     # 4 rows and 2 partitions per task; each task pre-sums its aligned partitions into one record.
     assert p["compute"] == pytest.approx(1000 * (4 * 1e-9 + 2 * 1e-8) + 1 * record / 1e8)
     assert p["shuffle"] == 0.0  # 2 records <= 2 per executor: no combine stage
     assert p["gather"] == pytest.approx(2 * record / 1e7)
     assert p["reduce"] == pytest.approx(2 * 1000 / 1e9 + 1000 * 1e-8)
     assert p["driver_bytes"] == 2 * record
-    assert p["total"] == pytest.approx(0.014 + 4e-5 + 6.48e-5 + 8.16e-4 + 1.2e-5)
+    assert p["total"] == pytest.approx(0.014 + 8e-5 + 6.48e-5 + 8.16e-4 + 1.2e-5)
+    # In the driver's JVM (local[k]) the weights need no shipping; the engine's own record count overrides.
+    one = predict(CAL, Cluster(**{**SMALL.__dict__, "one_jvm": True, "sent_records": 3}), Strategy("driver", 1))
+    assert one["weights"] == pytest.approx(4000 / 1e8) and one["driver_bytes"] == 3 * record
 
 
 def test_scattered_partitions_go_through_the_combine_stage_worked_by_hand():
@@ -57,6 +60,9 @@ def test_shuffle_prediction_worked_by_hand():
     assert sh["shuffle"] == pytest.approx(0.05 + 2 * 0.001 + write + read)
     assert sh["reduce"] == pytest.approx(2 * 1000 / 2 / 1e9 + 1e-5 / 2)
     assert sh["weights"] == pytest.approx((4000 + 2 * 4000) / 1e7 + 4000 / 1e8)  # broadcast: 4 KB + 2 rounds
+    # 2 executors sharing 1 core receive the broadcast one after the other; the compute shares it too.
+    one_core = predict(CAL, Cluster(**{**SMALL.__dict__, "host_cores": 1}), Strategy("shuffle", 2))
+    assert one_core["weights"] == pytest.approx(2 * (4000 + 2 * 4000) / 1e7 + 2 * 4000 / 1e8)
     assert sh["driver_bytes"] == 4000 + 2 * 80
 
 

@@ -8,6 +8,10 @@ import numpy as np
 from sparkdl import chunking
 from sparkdl.jvm import bridge
 
+#: Bytes per py4j call: py4j sends a byte array base64-encoded in one command string, and the JVM's string
+#: builder overflows (NegativeArraySizeException) near 1 GiB of text: a 100M-parameter model's states failed.
+PY4J_CALL_BYTES = 64 << 20
+
 __all__ = ["TrainingLoop"]
 
 
@@ -41,7 +45,7 @@ class TrainingLoop:
         """``packed``: float32 parameters then buffers; sent in chunks of at most ``MAX_CHUNK_BYTES``."""
         raw = memoryview(np.ascontiguousarray(packed, "<f4")).cast("B")
         self._loop.beginWeights(len(raw) // 4)
-        for lo, hi in chunking.chunk_ranges(len(raw)):
+        for lo, hi in chunking.chunk_ranges(len(raw), min(chunking.MAX_CHUNK_BYTES, PY4J_CALL_BYTES)):
             self._loop.putWeights(lo // 4, bytes(raw[lo:hi]))
         self._loop.commitWeights(int(num_parameters))
 
@@ -52,7 +56,7 @@ class TrainingLoop:
         """``packed`` (``pack_states``) sent in chunks of at most ``MAX_CHUNK_BYTES``."""
         view = memoryview(packed)
         self._loop.beginStates()
-        for lo, hi in chunking.chunk_ranges(len(view)):
+        for lo, hi in chunking.chunk_ranges(len(view), min(chunking.MAX_CHUNK_BYTES, PY4J_CALL_BYTES)):
             self._loop.putStates(bytes(view[lo:hi]))
         self._loop.commitStates()
 

@@ -429,6 +429,11 @@ public final class TrainingLoop {
         return states == null ? 0 : states.toDebugString().split("\n").length;
     }
 
+    /** Gradient records per AllReduce block that the local-copy tasks send (0 before the first iteration). */
+    public int localRecords() {
+        return localRecords;
+    }
+
     /** Whether this loop reduces on the driver (one stage per iteration). */
     public boolean driverReduce() {
         return driverReduce;
