@@ -187,7 +187,7 @@ def train_iterations(sc, parameters: int, partitions: int, iterations: int, warm
             seen["jvm"] = trainer._jvm.loop.take_timings()
             seen["strategy"] = "driver" if trainer._jvm.driver_reduce else "shuffle"
             seen["blocks"] = len(trainer._jvm.bounds) - 1
-            seen["records"] = trainer._jvm.loop._loop.localRecords()  # the group tasks' records per block
+            seen["records"] = trainer._jvm.loop.local_records()  # the group tasks' records per block
     trainer._step = timed
     summary = trainer.fit(data)
     data.unpersist()

@@ -62,7 +62,7 @@ class Calibration:
     shuffle_bps: float  # shuffle write + read of raw records (one host)
     driver_sum_fps: float  # float32 values summed per second by the JVM reduce (driver or task)
     update_param_s: float  # optimizer update per parameter (JVM)
-    record_overhead_bytes: float = RECORD_HEADER_BYTES  # a partition's task result bytes beyond its b * P
+    record_overhead_bytes: float = RECORD_HEADER_BYTES  # a record's task result bytes beyond its b * P
     inline_bps: float = math.inf  # weights inside a task reaching a Python task in another JVM (measured last)
     host: str = ""
 
@@ -135,9 +135,12 @@ FAN_IN_PER_EXECUTOR = 2
 TORRENT_BLOCK_BYTES = 4 << 20
 
 
-def _remote(executors: int) -> float:
-    """The share of a reduce task's input that comes from other executors."""
-    return (executors - 1) / executors if executors > 1 else 0.0
+def _shuffle_read(cal: Calibration, cl: Cluster, nbytes: float) -> float:
+    """Seconds for one reduce task to read ``nbytes`` of shuffle blocks: its executor's share locally, the rest
+    (``(E - 1) / E``) over the network."""
+    E = cl.executors
+    remote = (E - 1) / E if E > 1 else 0.0
+    return nbytes * (1 - remote) / cal.shuffle_bps + nbytes * remote / min(cal.shuffle_bps, cl.network_bps)
 
 
 def _combine_stage(cal: Calibration, cl: Cluster, r: int, record: float, run: int, over: float) -> float:
@@ -145,9 +148,7 @@ def _combine_stage(cal: Calibration, cl: Cluster, r: int, record: float, run: in
     (mostly remote) and sum ``r / E`` each in the tree's order."""
     E, S = cl.executors, cl.slots
     write = (r / S) * record / cal.shuffle_bps * over
-    per_task = (r / E) * record
-    net = min(cal.shuffle_bps, cl.network_bps)
-    read = per_task * (1 - _remote(E)) / cal.shuffle_bps + per_task * _remote(E) / net
+    read = _shuffle_read(cal, cl, (r / E) * record)
     waves = math.ceil(E / run)
     return cal.stage_s + cal.task_driver_s * E + write + waves * (read + (r / E) * cl.parameters / cal.driver_sum_fps)
 
@@ -196,9 +197,7 @@ def predict(cal: Calibration, cl: Cluster, strategy: Strategy) -> dict:
         K = strategy.blocks
         total = r * (RECORD_HEADER_BYTES * K + cl.value_bytes * P)  # every record is cut into K block records
         write = total / S / cal.shuffle_bps * over  # each task writes its share
-        remote = _remote(E)
-        per_reduce = total / K
-        read = per_reduce * (1 - remote) / cal.shuffle_bps + per_reduce * remote / min(cal.shuffle_bps, net)
+        read = _shuffle_read(cal, cl, total / K)
         reduce_waves = math.ceil(K / run)
         out["shuffle"] = cal.stage_s + cal.task_driver_s * K + write + reduce_waves * read
         out["reduce"] = reduce_waves * (r * P / K / cal.driver_sum_fps + update / K)

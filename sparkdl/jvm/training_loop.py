@@ -12,6 +12,11 @@ from sparkdl.jvm import bridge
 #: builder overflows (NegativeArraySizeException) near 1 GiB of text: a 100M-parameter model's states failed.
 PY4J_CALL_BYTES = 64 << 20
 
+
+def _call_ranges(num_bytes: int) -> list[tuple[int, int]]:
+    """Byte ranges of one py4j call each: at most the chunk limit and :data:`PY4J_CALL_BYTES`."""
+    return chunking.chunk_ranges(num_bytes, min(chunking.MAX_CHUNK_BYTES, PY4J_CALL_BYTES))
+
 __all__ = ["TrainingLoop"]
 
 
@@ -42,10 +47,10 @@ class TrainingLoop:
                                 _raw_python_rdd(self._loop.localSource(), self._sc, func))
 
     def set_weights(self, packed, num_parameters: int) -> None:
-        """``packed``: float32 parameters then buffers; sent in chunks of at most ``MAX_CHUNK_BYTES``."""
+        """``packed``: float32 parameters then buffers; sent in py4j calls of at most ``PY4J_CALL_BYTES``."""
         raw = memoryview(np.ascontiguousarray(packed, "<f4")).cast("B")
         self._loop.beginWeights(len(raw) // 4)
-        for lo, hi in chunking.chunk_ranges(len(raw), min(chunking.MAX_CHUNK_BYTES, PY4J_CALL_BYTES)):
+        for lo, hi in _call_ranges(len(raw)):
             self._loop.putWeights(lo // 4, bytes(raw[lo:hi]))
         self._loop.commitWeights(int(num_parameters))
 
@@ -53,10 +58,10 @@ class TrainingLoop:
         return self._read("weights")
 
     def set_states(self, packed: bytes) -> None:
-        """``packed`` (``pack_states``) sent in chunks of at most ``MAX_CHUNK_BYTES``."""
+        """``packed`` (``pack_states``) sent in py4j calls of at most ``PY4J_CALL_BYTES``."""
         view = memoryview(packed)
         self._loop.beginStates()
-        for lo, hi in chunking.chunk_ranges(len(view), min(chunking.MAX_CHUNK_BYTES, PY4J_CALL_BYTES)):
+        for lo, hi in _call_ranges(len(view)):
             self._loop.putStates(bytes(view[lo:hi]))
         self._loop.commitStates()
 
@@ -78,6 +83,10 @@ class TrainingLoop:
 
     def invalidate_local_copies(self) -> None:
         self._loop.invalidateLocalCopies()
+
+    def local_records(self) -> int:
+        """Gradient records per AllReduce block the local-copy tasks send (0 before the first iteration)."""
+        return int(self._loop.localRecords())
 
     def take_timings(self) -> dict:
         """Driver-side milliseconds summed since the last call: before the job, in the job's ``collect``,
