@@ -67,21 +67,25 @@ final class BlockReducer implements FlatMapFunction2<Iterator<Tuple2<Integer, by
         if (missed) {
             return Collections.singletonList(old.missedCopy()).iterator();
         }
-        float[] g = new float[n];
+        // g = 0 + (tree sum), then / normalizer: the Python reduce's arithmetic (the 0 + turns -0.0 into +0.0),
+        // in the root's own array (a block is hundreds of MB in a large model: no second copy)
+        NodeSums.Value root = NodeSums.root(grads);
+        float[] g;
         double loss = 0.0;
         double normalizer = 0.0;
-        NodeSums.Value root = NodeSums.root(grads);
         if (root != null) {
-            float[] v = root.values();
-            if (v.length != n) {
+            g = root.values();
+            if (g.length != n) {
                 throw new IllegalArgumentException("sparkdl bridge: gradient records of block " + k + " have "
-                        + v.length + " values, expected " + n);
+                        + g.length + " values, expected " + n);
             }
             for (int i = 0; i < n; i++) {
-                g[i] += v[i];
+                g[i] = 0f + g[i];
             }
             loss += root.loss;
             normalizer += root.normalizer;
+        } else {
+            g = new float[n];
         }
         if (normalizer > 0) {
             float d = (float) normalizer;

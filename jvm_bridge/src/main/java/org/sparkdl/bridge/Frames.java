@@ -79,9 +79,14 @@ final class Frames {
         return kind == GRAD || kind == GRAD16;
     }
 
+    /** Values converted per pass by {@link #addPayload}: a bounded temporary, whatever the record's size. */
+    static final int ADD_STEP = 1 << 16;
+
     /**
      * Add the payload of {@code f} to {@code acc} element by element in float32 (IEEE, no fusion); a GRAD16
-     * payload is widened first, as numpy's float32 + float16 addition does.
+     * payload is widened first, as numpy's float32 + float16 addition does. Reads {@link #ADD_STEP} values at a
+     * time (bulk copies, then plain loops: far cheaper than per-element ByteBuffer reads), so summing a record
+     * allocates no copy of it.
      */
     static void addPayload(byte[] f, float[] acc) {
         int n = payloadLength(f);
@@ -89,16 +94,26 @@ final class Frames {
             throw new IllegalArgumentException("sparkdl bridge: gradient record of block " + block(f) + " from partition "
                     + partition(f) + " has " + n + " values, expected " + acc.length);
         }
-        if (kind(f) == GRAD16) {  // bulk copies, then plain loops: far cheaper than per-element ByteBuffer reads
-            short[] h = new short[n];
-            wrap(f).position(HEADER).slice().order(ByteOrder.LITTLE_ENDIAN).asShortBuffer().get(h);
-            for (int i = 0; i < n; i++) {
-                acc[i] += widen(h[i]);
+        ByteBuffer body = wrap(f).position(HEADER).slice().order(ByteOrder.LITTLE_ENDIAN);
+        if (kind(f) == GRAD16) {
+            java.nio.ShortBuffer src = body.asShortBuffer();
+            short[] h = new short[Math.min(n, ADD_STEP)];
+            for (int off = 0; off < n; off += h.length) {
+                int len = Math.min(h.length, n - off);
+                src.get(h, 0, len);
+                for (int i = 0; i < len; i++) {
+                    acc[off + i] += widen(h[i]);
+                }
             }
         } else {
-            float[] v = floats(f, HEADER, n);
-            for (int i = 0; i < n; i++) {
-                acc[i] += v[i];
+            java.nio.FloatBuffer src = body.asFloatBuffer();
+            float[] v = new float[Math.min(n, ADD_STEP)];
+            for (int off = 0; off < n; off += v.length) {
+                int len = Math.min(v.length, n - off);
+                src.get(v, 0, len);
+                for (int i = 0; i < len; i++) {
+                    acc[off + i] += v[i];
+                }
             }
         }
     }

@@ -1,6 +1,5 @@
 package org.sparkdl.bridge;
 
-import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 
@@ -39,16 +38,24 @@ final class NodeSums {
     private NodeSums() {
     }
 
-    /** {@code a + b} in float32, element by element (no fusion), the loss, normalizer and count likewise. */
+    /**
+     * {@code a + b} in float32, element by element (no fusion), the loss, normalizer and count likewise. A record
+     * not yet summed is added straight from its bytes and released: no float copy of it is made.
+     */
     static Value add(Value a, Value b) {
         float[] x = a.values();
-        float[] y = b.values();
-        if (x.length != y.length) {
-            throw new IllegalArgumentException("sparkdl bridge: records of " + x.length + " and " + y.length
-                    + " values in one sum");
-        }
-        for (int i = 0; i < x.length; i++) {
-            x[i] += y[i];
+        if (b.raw != null) {
+            Frames.addPayload(b.raw, x);
+            b.raw = null;
+        } else {
+            float[] y = b.values;
+            if (x.length != y.length) {
+                throw new IllegalArgumentException("sparkdl bridge: records of " + x.length + " and " + y.length
+                        + " values in one sum");
+            }
+            for (int i = 0; i < x.length; i++) {
+                x[i] += y[i];
+            }
         }
         a.loss += b.loss;
         a.normalizer += b.normalizer;
@@ -56,18 +63,25 @@ final class NodeSums {
         return a;
     }
 
-    /** The records' tree sum as far as they allow: one node when they are all of a subtree's records. */
+    /**
+     * The records' tree sum as far as they allow: one node when they are all of a subtree's records. Takes the
+     * records: {@code records} is emptied, so that each record's bytes are released once summed (a block of a
+     * large model is hundreds of MB per record).
+     */
     static List<TreeSum.Node<Value>> sum(List<byte[]> records) {
-        List<byte[]> sorted = new ArrayList<>(records);
-        sorted.sort(BY_LO);
+        byte[][] sorted = records.toArray(new byte[0][]);
+        records.clear();
+        java.util.Arrays.sort(sorted, BY_LO);
         TreeSum<Value> tree = new TreeSum<>(NodeSums::add);
-        for (byte[] f : sorted) {
+        for (int i = 0; i < sorted.length; i++) {
+            byte[] f = sorted[i];
+            sorted[i] = null;
             tree.push(Frames.partition(f), Frames.level(f), new Value(f));
         }
         return tree.nodes();
     }
 
-    /** The root of the records' tree, or null without records. */
+    /** The root of the records' tree (emptying {@code records}, see {@link #sum}), or null without records. */
     static Value root(List<byte[]> records) {
         List<TreeSum.Node<Value>> nodes = sum(records);
         return nodes.isEmpty() ? null : nodes.get(0).value;

@@ -61,8 +61,9 @@ public final class TrainingLoop {
     /** The weights the next iteration's tasks read (packed parameters and buffers, in chunks) and their broadcast. */
     private byte[][] currentBytes;
     private Broadcast<byte[][]> current;
+    /** The optimizer states, cached and local-checkpointed by the job that computed them (their lineage ends
+     * there, so it holds no broadcast of earlier weights). */
     private JavaRDD<ShardState> states;
-    private Broadcast<byte[][]> statesBroadcast;
     /** Largest byte array of weights (sparkdl/chunking.py MAX_CHUNK_BYTES). */
     private final int maxChunkBytes;
     /** Weights being received from Python chunk by chunk ({@link #beginWeights}). */
@@ -151,16 +152,15 @@ public final class TrainingLoop {
      */
     static final int INLINE_WEIGHT_BYTES = 512 * 1024;
 
-    /** Make {@code packed} the weights of the next iteration; release the previous broadcast unless the
-     * cached states' lineage still refers to it. */
+    /** Make {@code packed} the weights of the next iteration and release the previous broadcast (before the new
+     * one exists: with a large model, two at once are two more copies of it on the driver). */
     private void publish(byte[][] packed) {
-        Broadcast<byte[][]> old = current;
+        if (current != null) {
+            current.destroy();
+        }
         currentBytes = packed;
         boolean inline = driverReduce && packed.length == 1 && packed[0].length <= INLINE_WEIGHT_BYTES;
         current = inline ? null : jsc.broadcast(packed);
-        if (old != null && old != statesBroadcast) {
-            old.destroy();
-        }
     }
 
     /** Parameters then buffers, float32 little-endian, in chunks of at most the chunk limit. */
@@ -191,7 +191,7 @@ public final class TrainingLoop {
         if (driverReduce) {
             driverState = list.get(0);
         } else {
-            replaceStates(jsc.parallelize(list, list.size()), null);
+            replaceStates(jsc.parallelize(list, list.size()));
         }
         localReady = false;
     }
@@ -389,11 +389,10 @@ public final class TrainingLoop {
                     buf[i] = head.bufferSum[i] / n;
                 }
             }
-            Broadcast<byte[][]> used = current;
             if (driverReduce) {
                 driverState = new ShardState(0, head.step, head.arrays);
             } else {
-                replaceStates(a.next, used);
+                replaceStates(a.next);
             }
             weights = next;
             buffers = buf;
@@ -405,15 +404,11 @@ public final class TrainingLoop {
         return out.array();
     }
 
-    private void replaceStates(JavaRDD<ShardState> next, Broadcast<byte[][]> used) {
+    private void replaceStates(JavaRDD<ShardState> next) {
         if (states != null) {
             states.unpersist(false);
         }
-        if (statesBroadcast != null && statesBroadcast != current && statesBroadcast != used) {
-            statesBroadcast.destroy();
-        }
         states = next;
-        statesBroadcast = used;
     }
 
     /** Group the data partitions by the executor that caches them ({@link GroupAssignment}). */
@@ -446,12 +441,10 @@ public final class TrainingLoop {
             states = null;
         }
         driverState = null;
-        for (Broadcast<byte[][]> b : new Broadcast[] {current, statesBroadcast}) {
-            if (b != null) {
-                b.destroy();
-            }
+        if (current != null) {
+            current.destroy();
         }
-        current = statesBroadcast = null;
+        current = null;
         currentBytes = null;
     }
 
