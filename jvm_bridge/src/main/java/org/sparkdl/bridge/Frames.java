@@ -195,27 +195,35 @@ final class Frames {
         return out;
     }
 
-    /** {@code a} then {@code b} as float32 bytes in chunks of at most {@code limit} bytes (a multiple of 4). */
-    static byte[][] chunks(float[] a, float[] b, int limit) {
-        long total = 4L * a.length + 4L * b.length;
+    /**
+     * The {@code parts} one after another as float32 little-endian bytes, in chunks of at most {@code limit} bytes (a
+     * multiple of 4): bulk copies straight from the parts, so that no concatenated float copy of a large model is made.
+     */
+    static byte[][] chunks(float[][] parts, int limit) {
+        long total = 0;
+        for (float[] part : parts) {
+            total += 4L * part.length;
+        }
         int count = (int) Math.max(1, (total + limit - 1) / limit);
         byte[][] out = new byte[count][];
-        long pos = 0;  // in floats, over a then b
+        int part = 0;
+        int from = 0;  // next value of parts[part]
+        long left = total / 4;
         for (int i = 0; i < count; i++) {
-            int floats = (int) Math.min(limit / 4, total / 4 - pos);
+            int floats = (int) Math.min(limit / 4, left);
             ByteBuffer buf = ByteBuffer.allocate(4 * floats).order(ByteOrder.LITTLE_ENDIAN);
             java.nio.FloatBuffer f = buf.asFloatBuffer();
-            long stop = pos + floats;
-            if (pos < a.length) {  // bulk copies: the part of a, then the part of b
-                int from = (int) pos;
-                int len = (int) Math.min(a.length, stop) - from;
-                f.put(a, from, len);
-                pos += len;
+            while (f.hasRemaining()) {
+                if (from == parts[part].length) {
+                    part++;
+                    from = 0;
+                    continue;
+                }
+                int len = Math.min(parts[part].length - from, f.remaining());
+                f.put(parts[part], from, len);
+                from += len;
             }
-            if (pos < stop) {
-                f.put(b, (int) (pos - a.length), (int) (stop - pos));
-                pos = stop;
-            }
+            left -= floats;
             out[i] = buf.array();
         }
         return out;

@@ -56,7 +56,8 @@ public final class TrainingLoop {
     /** Gradient records per block the group tasks of the local source send ({@link GroupAssignment#records}). */
     private int localRecords;
 
-    private float[] weights = new float[0];
+    /** The buffers' values (running statistics), kept for iterations that do not update them. The weights
+     * themselves are kept only packed ({@link #currentBytes}): one copy of the model on the driver, not two. */
     private float[] buffers = new float[0];
     /** The weights the next iteration's tasks read (packed parameters and buffers, in chunks) and their broadcast. */
     private byte[][] currentBytes;
@@ -140,10 +141,10 @@ public final class TrainingLoop {
             throw new IllegalArgumentException("sparkdl bridge: " + numParameters + " parameters, blocks cover "
                     + bounds[bounds.length - 1]);
         }
-        weights = Arrays.copyOfRange(staging, 0, numParameters);
         buffers = Arrays.copyOfRange(staging, numParameters, staging.length);
+        byte[][] packed = Frames.chunks(new float[][] {staging}, maxChunkBytes);
         staging = null;
-        publish(packedWeights());
+        publish(packed);
     }
 
     /**
@@ -163,10 +164,6 @@ public final class TrainingLoop {
         current = inline ? null : jsc.broadcast(packed);
     }
 
-    /** Parameters then buffers, float32 little-endian, in chunks of at most the chunk limit. */
-    private byte[][] packedWeights() {
-        return Frames.chunks(weights, buffers, maxChunkBytes);
-    }
 
     /**
      * Replace the cached optimizer states. {@code packed}: int32 K, then per block int32 block, int64 step,
@@ -212,7 +209,7 @@ public final class TrainingLoop {
     public String writeTemp(String what) {
         byte[][] b;
         if ("weights".equals(what)) {
-            b = packedWeights();
+            b = currentBytes;  // parameters then buffers, float32 little-endian, in chunks
         } else if ("states".equals(what)) {
             b = packedStates();
         } else {
@@ -366,11 +363,9 @@ public final class TrainingLoop {
     }
 
     private byte[] commit(Attempt a, int full) {
-        float[] next = new float[weights.length];
         boolean finite = true;
         for (int k = 0; k < a.results.length; k++) {
             float[] shard = a.results[k].shard;
-            System.arraycopy(shard, 0, next, (int) bounds[k], shard.length);
             for (float v : shard) {
                 finite &= Float.isFinite(v);
             }
@@ -394,9 +389,13 @@ public final class TrainingLoop {
             } else {
                 replaceStates(a.next);
             }
-            weights = next;
             buffers = buf;
-            publish(packedWeights());
+            float[][] parts = new float[a.results.length + 1][];  // the shards in block order, then the buffers
+            for (int k = 0; k < a.results.length; k++) {
+                parts[k] = a.results[k].shard;
+            }
+            parts[a.results.length] = buf;
+            publish(Frames.chunks(parts, maxChunkBytes));
             localReady = localEnabled;
         }
         ByteBuffer out = ByteBuffer.allocate(32).order(ByteOrder.LITTLE_ENDIAN);
