@@ -101,7 +101,7 @@ final class Chunks {
         }
     }
 
-    /** Reads values across the chunks in order. */
+    /** Reads values across the chunks in order, releasing each chunk (setting it to null) once it is read. */
     static final class Reader {
         private final List<byte[]> chunks;
         private int index;
@@ -119,7 +119,7 @@ final class Chunks {
                     if (index >= chunks.size()) {
                         throw new IllegalArgumentException("sparkdl bridge: chunked data ends early");
                     }
-                    current = ByteBuffer.wrap(chunks.get(index++)).order(ByteOrder.LITTLE_ENDIAN);
+                    current = ByteBuffer.wrap(chunks.set(index++, null)).order(ByteOrder.LITTLE_ENDIAN);
                 }
                 out[i] = current.get();
             }
@@ -155,7 +155,7 @@ final class Chunks {
                 return true;
             }
             for (int i = index; i < chunks.size(); i++) {
-                if (chunks.get(i).length > 0) {
+                if (chunks.get(i) != null && chunks.get(i).length > 0) {
                     return true;
                 }
             }

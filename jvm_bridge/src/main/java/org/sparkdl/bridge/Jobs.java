@@ -10,6 +10,7 @@ import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.api.java.function.Function;
 import org.apache.spark.api.java.function.PairFunction;
+import org.apache.spark.broadcast.Broadcast;
 
 import scala.Tuple2;
 import scala.collection.Iterator;
@@ -132,6 +133,21 @@ final class Jobs {
                 out.add(NodeSums.record(n, Frames.BUFFERS, 0));
             }
             return out.iterator();
+        }
+    }
+
+    /** Block k's optimizer state from the k-th broadcast ({@link TrainingLoop#commitStates}). */
+    static final class StateOf implements Function<Integer, ShardState> {
+        private static final long serialVersionUID = 1L;
+        private final List<Broadcast<ShardState>> sources;
+
+        StateOf(List<Broadcast<ShardState>> sources) {
+            this.sources = sources;
+        }
+
+        @Override
+        public ShardState call(Integer block) {
+            return sources.get(block).value();
         }
     }
 

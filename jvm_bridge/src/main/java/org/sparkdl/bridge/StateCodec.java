@@ -2,6 +2,7 @@ package org.sparkdl.bridge;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.Consumer;
 
 /**
  * The optimizer states of all shards as bytes (sparkdl/engine/jvm_reduce.py pack_states writes the same), in
@@ -15,13 +16,22 @@ final class StateCodec {
     }
 
     static List<ShardState> read(List<byte[]> chunks, long[] bounds) {
+        List<ShardState> list = new ArrayList<>(bounds.length - 1);
+        read(chunks, bounds, list::add);
+        return list;
+    }
+
+    /**
+     * Each block's state in block order to {@code sink} as soon as it is decoded; {@code chunks} (a mutable list) is
+     * emptied as it is read, so the packed bytes and the decoded states are not both held whole.
+     */
+    static void read(List<byte[]> chunks, long[] bounds, Consumer<ShardState> sink) {
         Chunks.Reader b = new Chunks.Reader(chunks);
         int k = b.getInt();
         if (k != bounds.length - 1) {
             throw new IllegalArgumentException("sparkdl bridge: " + k + " shard states for " + (bounds.length - 1)
                     + " blocks");
         }
-        List<ShardState> list = new ArrayList<>(k);
         for (int i = 0; i < k; i++) {
             int block = b.getInt();
             long step = b.getLong();
@@ -35,12 +45,11 @@ final class StateCodec {
             for (int j = 0; j < arrays; j++) {
                 a[j] = b.getFloats(length);
             }
-            list.add(new ShardState(block, step, a));
+            sink.accept(new ShardState(block, step, a));
         }
         if (b.hasRemaining()) {
             throw new IllegalArgumentException("sparkdl bridge: packed states have extra bytes");
         }
-        return list;
     }
 
     /** {@code states} (sorted by block) in chunks of at most {@code limit} bytes. */

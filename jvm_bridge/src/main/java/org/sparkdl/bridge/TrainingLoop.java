@@ -65,6 +65,9 @@ public final class TrainingLoop {
     /** The optimizer states, cached and local-checkpointed by the job that computed them (their lineage ends
      * there, so it holds no broadcast of earlier weights). */
     private JavaRDD<ShardState> states;
+    /** The broadcasts {@link #states} reads when they come from {@link #commitStates} (destroyed once an
+     * iteration's cached states replace them), else empty. */
+    private List<Broadcast<ShardState>> stateSources = List.of();
     /** Largest byte array of weights (sparkdl/chunking.py MAX_CHUNK_BYTES). */
     private final int maxChunkBytes;
     /** Weights being received from Python chunk by chunk ({@link #beginWeights}). */
@@ -181,14 +184,25 @@ public final class TrainingLoop {
         stagedStates.add(chunk);
     }
 
-    /** The received chunks replace the cached optimizer states ({@link StateCodec} layout). */
+    /**
+     * The received chunks replace the cached optimizer states ({@link StateCodec} layout). With the executor
+     * reduce each block's state is broadcast as it is decoded and the reduce task of block k reads broadcast k:
+     * inside a task (a parallelized collection) a 100M-parameter model's states were hundreds of MB of task
+     * bytes serialized in the driver's scheduler thread, over Spark's RPC message limit and out of its heap.
+     */
     public void commitStates() {
-        List<ShardState> list = StateCodec.read(stagedStates, bounds);
+        List<byte[]> staged = stagedStates;
         stagedStates = null;
         if (driverReduce) {
-            driverState = list.get(0);
+            driverState = StateCodec.read(staged, bounds).get(0);
         } else {
-            replaceStates(jsc.parallelize(list, list.size()));
+            List<Broadcast<ShardState>> sources = new ArrayList<>(numBlocks());
+            StateCodec.read(staged, bounds, s -> sources.add(jsc.broadcast(s)));
+            List<Integer> blocks = new ArrayList<>(sources.size());
+            for (int k = 0; k < sources.size(); k++) {
+                blocks.add(k);
+            }
+            replaceStates(jsc.parallelize(blocks, blocks.size()).map(new Jobs.StateOf(sources)), sources);
         }
         localReady = false;
     }
@@ -387,7 +401,7 @@ public final class TrainingLoop {
             if (driverReduce) {
                 driverState = new ShardState(0, head.step, head.arrays);
             } else {
-                replaceStates(a.next);
+                replaceStates(a.next, List.of());
             }
             buffers = buf;
             float[][] parts = new float[a.results.length + 1][];  // the shards in block order, then the buffers
@@ -403,11 +417,15 @@ public final class TrainingLoop {
         return out.array();
     }
 
-    private void replaceStates(JavaRDD<ShardState> next) {
+    private void replaceStates(JavaRDD<ShardState> next, List<Broadcast<ShardState>> sources) {
         if (states != null) {
             states.unpersist(false);
         }
+        for (Broadcast<ShardState> b : stateSources) {
+            b.destroy();
+        }
         states = next;
+        stateSources = sources;
     }
 
     /** Group the data partitions by the executor that caches them ({@link GroupAssignment}). */
@@ -435,10 +453,7 @@ public final class TrainingLoop {
 
     /** Release the cached states and the broadcasts. */
     public void close() {
-        if (states != null) {
-            states.unpersist(false);
-            states = null;
-        }
+        replaceStates(null, List.of());
         driverState = null;
         if (current != null) {
             current.destroy();
