@@ -137,6 +137,20 @@ def test_chunk_ranges():
         chunking.chunk_ranges(10, 6)
 
 
+def test_load_weights_from_chunks_cut_anywhere():
+    """A gradient task copies the weights chunk by chunk into the model's parameters (never one concatenation):
+    chunks at block boundaries, cut inside the parameters or inside the buffers, give the same values."""
+    values = np.arange(10, dtype=np.float32)
+    for cuts in ([10], [6, 10], [3, 6, 7, 10], [7, 9, 10], [6, 6, 10]):
+        chunks = [values[lo:hi].tobytes() for lo, hi in zip([0] + cuts[:-1], cuts)]
+        parameters = np.zeros(6, np.float32)
+        buffers = jvm_reduce._load_weights(chunks, parameters)
+        np.testing.assert_array_equal(parameters, values[:6])
+        np.testing.assert_array_equal(buffers, values[6:])
+    with pytest.raises(RuntimeError, match="hold 4 values, the model has 6 parameters"):
+        jvm_reduce._load_weights([values[:4].tobytes()], np.zeros(6, np.float32))
+
+
 @pytest.mark.parametrize("limit", ["chunk", "py4j_call"])
 def test_adam_states_through_small_chunks_resume_bitwise(data, tmp_path, monkeypatch, limit):
     """Adam's moments leave the JVM for a checkpoint and come back on resume in 256-byte pieces (values split

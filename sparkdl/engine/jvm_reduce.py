@@ -169,11 +169,21 @@ def _node_records(bounds, grads: list, buffers: list):
             (b"" if buffer_sum is None else buffer_sum.tobytes())
 
 
-def _weights(chunks: list) -> np.ndarray:
-    """The float32 weights from their chunks (``sparkdl.chunking``): a view of the one chunk, else a copy."""
-    if len(chunks) == 1:
-        return np.frombuffer(chunks[0], np.float32)
-    return np.concatenate([np.frombuffer(c, np.float32) for c in chunks])
+def _load_weights(chunks: list, parameters: np.ndarray) -> np.ndarray:
+    """Copy the float32 weights in ``chunks`` (``sparkdl.chunking``; the driver cuts them at the AllReduce blocks)
+    into ``parameters`` (the model's flat parameters) piece by piece, so a large model is never concatenated;
+    returns the buffers that follow the parameters (a view of one chunk, or a copy when they span several)."""
+    n, pos, tail = parameters.size, 0, []
+    for c in chunks:
+        values = np.frombuffer(c, np.float32)
+        take = min(max(n - pos, 0), values.size)
+        parameters[pos:pos + take] = values[:take]
+        if take < values.size:
+            tail.append(values[take:])
+        pos += values.size
+    if pos < n:
+        raise RuntimeError(f"sparkdl: the iteration's weights hold {pos} values, the model has {n} parameters")
+    return tail[0] if len(tail) == 1 else np.concatenate(tail) if tail else np.empty(0, np.float32)
 
 
 def gradient_records(fit_broadcast, data_deserializer, split: int, frames):
@@ -188,13 +198,11 @@ def gradient_records(fit_broadcast, data_deserializer, split: int, frames):
     if magic != _MAGIC:
         raise RuntimeError(f"sparkdl: task {split} received a malformed iteration header")
     partitions = np.frombuffer(header, "<i4", n, _HEADER.size)
-    weights = _weights([next(frames) for _ in range(chunks)])
+    weights = [next(frames) for _ in range(chunks)]
     items = _deserialize(data_deserializer, frames) if full else None
     for _ in frames:  # drain the input (nothing is left in local mode): keeps the Python worker reusable
         pass
     fit: FitContext = fit_broadcast.value
-    num_parameters = fit.model.flat_parameters.size
-    split_weights = (weights[:num_parameters], weights[num_parameters:])
     ctx = _Iteration(epoch, iteration, global_iteration)
     if items is not None and fit.data_key is not None and fit.offsets[split + 1] > fit.offsets[split]:
         local_cache.store(fit.data_key, split, *items[0])  # even without rows in this batch: no miss later
@@ -202,8 +210,10 @@ def gradient_records(fit_broadcast, data_deserializer, split: int, frames):
     num_partitions = len(fit.offsets) - 1
     nodes = maximal_nodes(own, lambda q: fit.offsets[q + 1] == fit.offsets[q], num_partitions)
     with task_scope(fit.threads):  # once per task, not per partition
-        fit.model.flat_parameters[...] = split_weights[0]  # once per task too: a copy of the model per partition
-        split_weights = (None, split_weights[1])  # was 3.5 GB of copying per iteration at 1000 partitions of 0.9M
+        # once per task, not per partition: a copy of the model per partition was 3.5 GB of copying per
+        # iteration at 1000 partitions of 0.9M parameters
+        split_weights = (None, _load_weights(weights, fit.model.flat_parameters))
+        del weights
         members = iter(own)
         p = next(members, None)
         for lo, level in nodes:

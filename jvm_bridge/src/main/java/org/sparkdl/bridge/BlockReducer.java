@@ -103,7 +103,7 @@ final class BlockReducer implements FlatMapFunction2<Iterator<Tuple2<Integer, by
         }
         program.apply(k, p, g, arrays);
         ShardState next = new ShardState(k, old.step + 1, arrays);
-        next.shard = p;
+        next.shard = Frames.bytes(p);
         next.lossSum = loss;
         next.normalizerSum = normalizer;
         NodeSums.Value buffered = NodeSums.root(buffers);

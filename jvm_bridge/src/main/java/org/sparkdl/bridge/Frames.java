@@ -196,37 +196,34 @@ final class Frames {
     }
 
     /**
-     * The {@code parts} one after another as float32 little-endian bytes, in chunks of at most {@code limit} bytes (a
-     * multiple of 4): bulk copies straight from the parts, so that no concatenated float copy of a large model is made.
+     * The {@code parts} (float32 little-endian bytes, each a multiple of 4) one after another as chunks of at most
+     * {@code limit} bytes: a part within the limit is a chunk itself (no copy), a larger one is cut; empty parts
+     * are left out, but there is always at least one chunk.
      */
-    static byte[][] chunks(float[][] parts, int limit) {
-        long total = 0;
-        for (float[] part : parts) {
-            total += 4L * part.length;
-        }
-        int count = (int) Math.max(1, (total + limit - 1) / limit);
-        byte[][] out = new byte[count][];
-        int part = 0;
-        int from = 0;  // next value of parts[part]
-        long left = total / 4;
-        for (int i = 0; i < count; i++) {
-            int floats = (int) Math.min(limit / 4, left);
-            ByteBuffer buf = ByteBuffer.allocate(4 * floats).order(ByteOrder.LITTLE_ENDIAN);
-            java.nio.FloatBuffer f = buf.asFloatBuffer();
-            while (f.hasRemaining()) {
-                if (from == parts[part].length) {
-                    part++;
-                    from = 0;
-                    continue;
+    static byte[][] chunks(byte[][] parts, int limit) {
+        java.util.List<byte[]> out = new java.util.ArrayList<>(parts.length);
+        for (byte[] part : parts) {
+            if (part.length <= limit) {
+                if (part.length > 0) {
+                    out.add(part);
                 }
-                int len = Math.min(parts[part].length - from, f.remaining());
-                f.put(parts[part], from, len);
-                from += len;
+                continue;
             }
-            left -= floats;
-            out[i] = buf.array();
+            for (int lo = 0; lo < part.length; lo += limit) {
+                out.add(java.util.Arrays.copyOfRange(part, lo, Math.min(part.length, lo + limit)));
+            }
         }
-        return out;
+        return out.isEmpty() ? new byte[][] {new byte[0]} : out.toArray(new byte[0][]);
+    }
+
+    /** Whether every float32 little-endian value of {@code b} is finite. */
+    static boolean allFinite(byte[] b) {
+        java.nio.FloatBuffer f = wrap(b).asFloatBuffer();
+        boolean finite = true;
+        while (f.hasRemaining()) {
+            finite &= Float.isFinite(f.get());
+        }
+        return finite;
     }
 
     static byte[] bytes(float[] values) {

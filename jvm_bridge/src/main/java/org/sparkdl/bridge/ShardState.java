@@ -13,7 +13,9 @@ final class ShardState implements Serializable {
     final float[][] arrays;
 
     // What the iteration that produced this state returns to the driver (null/0 for a restored state).
-    float[] shard;
+    /** The block's new weights, float32 little-endian: the driver keeps them as they arrive, one chunk of the
+     * next weights ({@link Frames#chunks}). */
+    byte[] shard;
     double lossSum;
     double normalizerSum;
     float[] bufferSum;

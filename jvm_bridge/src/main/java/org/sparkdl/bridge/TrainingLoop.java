@@ -57,7 +57,8 @@ public final class TrainingLoop {
     private int localRecords;
 
     /** The buffers' values (running statistics), kept for iterations that do not update them. The weights
-     * themselves are kept only packed ({@link #currentBytes}): one copy of the model on the driver, not two. */
+     * themselves are kept only packed ({@link #currentBytes}): one copy of the model on the driver, not two,
+     * and as the blocks' shards arrive (one array per block, none of them the whole model). */
     private float[] buffers = new float[0];
     /** The weights the next iteration's tasks read (packed parameters and buffers, in chunks) and their broadcast. */
     private byte[][] currentBytes;
@@ -70,8 +71,9 @@ public final class TrainingLoop {
     private List<Broadcast<ShardState>> stateSources = List.of();
     /** Largest byte array of weights (sparkdl/chunking.py MAX_CHUNK_BYTES). */
     private final int maxChunkBytes;
-    /** Weights being received from Python chunk by chunk ({@link #beginWeights}). */
-    private float[] staging;
+    /** Weights being received from Python chunk by chunk ({@link #beginWeights}): one array per block, then the
+     * buffers. */
+    private byte[][] staging;
     /** The optimizer state of the one block in driver-reduce mode. */
     private ShardState driverState;
 
@@ -128,14 +130,39 @@ public final class TrainingLoop {
 
     // ------------------------------------------------------------------ weights and states
 
-    /** Start receiving {@code floats} values of parameters then buffers ({@link #putWeights}, {@link #commitWeights}). */
+    /**
+     * Start receiving {@code floats} float32 values, parameters then buffers ({@link #putWeights},
+     * {@link #commitWeights}), into byte arrays cut at the block boundaries, the layout {@link #commit} keeps.
+     */
     public void beginWeights(long floats) {
-        staging = new float[Math.toIntExact(floats)];
+        int k = numBlocks();
+        long parameters = bounds[k];
+        if (floats < parameters) {
+            throw new IllegalArgumentException("sparkdl bridge: " + floats + " weights, blocks cover " + parameters);
+        }
+        staging = new byte[k + 1][];
+        for (int i = 0; i < k; i++) {
+            staging[i] = new byte[Math.toIntExact(4 * (bounds[i + 1] - bounds[i]))];
+        }
+        staging[k] = new byte[Math.toIntExact(4 * (floats - parameters))];
     }
 
     /** Float32 little-endian values for positions {@code offset...} (a chunk of at most the chunk limit). */
     public void putWeights(long offset, byte[] chunk) {
-        Frames.wrap(chunk).asFloatBuffer().get(staging, Math.toIntExact(offset), chunk.length / 4);
+        long at = 4 * offset;  // byte position in the concatenation of the staging arrays
+        int done = 0;
+        for (byte[] part : staging) {
+            if (done < chunk.length && at < part.length) {
+                int n = (int) Math.min(chunk.length - done, part.length - at);
+                System.arraycopy(chunk, done, part, (int) at, n);
+                done += n;
+                at += n;
+            }
+            at -= part.length;
+        }
+        if (done != chunk.length) {
+            throw new IllegalArgumentException("sparkdl bridge: weights past the end at float " + offset);
+        }
     }
 
     /** The received values are the weights: {@code numParameters} parameters, then buffers. */
@@ -144,8 +171,8 @@ public final class TrainingLoop {
             throw new IllegalArgumentException("sparkdl bridge: " + numParameters + " parameters, blocks cover "
                     + bounds[bounds.length - 1]);
         }
-        buffers = Arrays.copyOfRange(staging, numParameters, staging.length);
-        byte[][] packed = Frames.chunks(new float[][] {staging}, maxChunkBytes);
+        buffers = Frames.floats(staging[numBlocks()], 0, staging[numBlocks()].length / 4);
+        byte[][] packed = Frames.chunks(staging, maxChunkBytes);
         staging = null;
         publish(packed);
     }
@@ -163,7 +190,11 @@ public final class TrainingLoop {
             current.destroy();
         }
         currentBytes = packed;
-        boolean inline = driverReduce && packed.length == 1 && packed[0].length <= INLINE_WEIGHT_BYTES;
+        long bytes = 0;
+        for (byte[] c : packed) {
+            bytes += c.length;
+        }
+        boolean inline = driverReduce && bytes <= INLINE_WEIGHT_BYTES;
         current = inline ? null : jsc.broadcast(packed);
     }
 
@@ -378,11 +409,8 @@ public final class TrainingLoop {
 
     private byte[] commit(Attempt a, int full) {
         boolean finite = true;
-        for (int k = 0; k < a.results.length; k++) {
-            float[] shard = a.results[k].shard;
-            for (float v : shard) {
-                finite &= Float.isFinite(v);
-            }
+        for (ShardState r : a.results) {
+            finite &= Frames.allFinite(r.shard);
         }
         ShardState head = a.results[0];
         double loss = head.normalizerSum > 0 ? head.lossSum / head.normalizerSum : Double.NaN;
@@ -404,11 +432,11 @@ public final class TrainingLoop {
                 replaceStates(a.next, List.of());
             }
             buffers = buf;
-            float[][] parts = new float[a.results.length + 1][];  // the shards in block order, then the buffers
+            byte[][] parts = new byte[a.results.length + 1][];  // the shards in block order, then the buffers
             for (int k = 0; k < a.results.length; k++) {
                 parts[k] = a.results[k].shard;
             }
-            parts[a.results.length] = buf;
+            parts[a.results.length] = Frames.bytes(buf);
             publish(Frames.chunks(parts, maxChunkBytes));
             localReady = localEnabled;
         }
