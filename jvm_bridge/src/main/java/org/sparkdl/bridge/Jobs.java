@@ -151,6 +151,16 @@ final class Jobs {
         }
     }
 
+    /** A cached shard state without the iteration's result (the new shard's weights): for reading the states. */
+    static final class StateOnly implements Function<ShardState, ShardState> {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        public ShardState call(ShardState state) {
+            return new ShardState(state.block, state.step, state.arrays);
+        }
+    }
+
     /** What a reduce task's new shard state sends to the driver ({@link ShardState#result()}). */
     static final class ResultOf implements Function<ShardState, ShardState> {
         private static final long serialVersionUID = 1L;

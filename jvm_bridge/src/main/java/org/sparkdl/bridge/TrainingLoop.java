@@ -56,12 +56,15 @@ public final class TrainingLoop {
     /** Gradient records per block the group tasks of the local source send ({@link GroupAssignment#records}). */
     private int localRecords;
 
-    /** The buffers' values (running statistics), kept for iterations that do not update them. The weights
-     * themselves are kept only packed ({@link #currentBytes}): one copy of the model on the driver, not two,
-     * and as the blocks' shards arrive (one array per block, none of them the whole model). */
+    /** The buffers' values (running statistics), kept for iterations that do not update them. */
     private float[] buffers = new float[0];
-    /** The weights the next iteration's tasks read (packed parameters and buffers, in chunks) and their broadcast. */
+    /**
+     * The weights the next iteration's tasks read (packed parameters and buffers, in chunks cut at the blocks:
+     * one array per block as the shards arrive, none of them the whole model) when they travel inside the tasks
+     * or the driver reduces, else null: then only {@link #current}'s serialized pieces hold them on the driver.
+     */
     private byte[][] currentBytes;
+    /** Their broadcast, or null when they travel inside the tasks. */
     private Broadcast<byte[][]> current;
     /** The optimizer states, cached and local-checkpointed by the job that computed them (their lineage ends
      * there, so it holds no broadcast of earlier weights). */
@@ -183,19 +186,36 @@ public final class TrainingLoop {
      */
     static final int INLINE_WEIGHT_BYTES = 512 * 1024;
 
-    /** Make {@code packed} the weights of the next iteration and release the previous broadcast (before the new
-     * one exists: with a large model, two at once are two more copies of it on the driver). */
+    /**
+     * Make {@code packed} the weights of the next iteration and release the previous broadcast (before the new
+     * one exists: with a large model, two at once are two more copies of it on the driver). With the executor
+     * reduce the broadcast is serialized-only ({@code SparkContext.broadcastInternal}, what Spark does for its
+     * own large broadcasts): off {@code local[...]} the driver keeps the torrent pieces it serves, not the value
+     * too, and reads the value back from them only when Python asks for the weights.
+     */
     private void publish(byte[][] packed) {
         if (current != null) {
             current.destroy();
         }
-        currentBytes = packed;
         long bytes = 0;
         for (byte[] c : packed) {
             bytes += c.length;
         }
         boolean inline = driverReduce && bytes <= INLINE_WEIGHT_BYTES;
-        current = inline ? null : jsc.broadcast(packed);
+        currentBytes = driverReduce ? packed : null;
+        current = inline ? null : broadcast(packed, byte[][].class, !driverReduce);
+    }
+
+    /** {@code value} broadcast; {@code serializedOnly}: the driver keeps only its serialized pieces (off local mode). */
+    @SuppressWarnings("unchecked")
+    private <T> Broadcast<T> broadcast(T value, Class<T> type, boolean serializedOnly) {
+        return jsc.sc().broadcastInternal(value, serializedOnly,
+                (scala.reflect.ClassTag<T>) scala.reflect.ClassTag$.MODULE$.apply(type));
+    }
+
+    /** The current weights in chunks (read back from the broadcast's pieces when the driver does not keep them). */
+    private byte[][] weightChunks() {
+        return currentBytes != null ? currentBytes : current.value();
     }
 
 
@@ -228,7 +248,7 @@ public final class TrainingLoop {
             driverState = StateCodec.read(staged, bounds).get(0);
         } else {
             List<Broadcast<ShardState>> sources = new ArrayList<>(numBlocks());
-            StateCodec.read(staged, bounds, s -> sources.add(jsc.broadcast(s)));
+            StateCodec.read(staged, bounds, s -> sources.add(broadcast(s, ShardState.class, true)));
             List<Integer> blocks = new ArrayList<>(sources.size());
             for (int k = 0; k < sources.size(); k++) {
                 blocks.add(k);
@@ -240,7 +260,8 @@ public final class TrainingLoop {
 
     /** The states in {@link StateCodec}'s layout, in chunks of at most the chunk limit. */
     private byte[][] packedStates() {
-        List<ShardState> list = new ArrayList<>(driverReduce ? List.of(driverState) : states.collect());
+        List<ShardState> list = new ArrayList<>(driverReduce ? List.of(driverState)
+                : Jobs.collect(jsc, states.map(new Jobs.StateOnly())));
         list.sort(Comparator.comparingInt(s -> s.block));
         return StateCodec.write(list, bounds, maxChunkBytes);
     }
@@ -254,7 +275,7 @@ public final class TrainingLoop {
     public String writeTemp(String what) {
         byte[][] b;
         if ("weights".equals(what)) {
-            b = currentBytes;  // parameters then buffers, float32 little-endian, in chunks
+            b = weightChunks();  // parameters then buffers, float32 little-endian, in chunks
         } else if ("states".equals(what)) {
             b = packedStates();
         } else {
