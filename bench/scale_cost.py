@@ -115,15 +115,16 @@ class Strategy:
 
 
 def reduce_strategy(parameters: int, partitions: int, executors: int, cores: int, block_parameters: int,
-                    driver_reduce: bool = True) -> Strategy:
+                    driver_reduce: bool = True, max_block_bytes: int = 64 << 20) -> Strategy:
     """The reduce the engine runs for this configuration.
 
-    Mirrors ``sparkdl/engine/loop.py`` (``K = min(partitions, ceil(P / BLOCK_PARAMETERS))``) and
+    Mirrors ``sparkdl/engine/loop.py`` (``K = max(min(partitions, ceil(P / BLOCK_PARAMETERS)),
+    ceil(4P / MAX_BLOCK_BYTES))``) and
     ``sparkdl/engine/jvm_reduce.py`` (one block and ``DRIVER_REDUCE``: the driver reduce, with the bridge's fan-in
     bound; otherwise K JVM reduce tasks after a shuffle). ``executors`` and ``cores`` do not change the choice:
     the fan-in bound (``FanIn.java``) is part of the driver strategy's cost (:func:`predict`).
     """
-    blocks = min(partitions, -(-parameters // block_parameters))
+    blocks = max(min(partitions, -(-parameters // block_parameters)), -(-4 * parameters // max_block_bytes))
     if blocks == 1 and driver_reduce:
         return Strategy("driver", 1)
     return Strategy("shuffle", max(1, blocks))

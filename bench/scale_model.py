@@ -44,7 +44,8 @@ MAX_RESULT_BYTES = 1 << 30
 
 def engine_rule(parameters: int, partitions: int, executors: int, cores: int) -> Strategy:
     """:func:`scale_cost.reduce_strategy` with the engine's own constants (read when called, as the engine does)."""
-    return reduce_strategy(parameters, partitions, executors, cores, loop.BLOCK_PARAMETERS, jvm_reduce.DRIVER_REDUCE)
+    return reduce_strategy(parameters, partitions, executors, cores, loop.BLOCK_PARAMETERS, jvm_reduce.DRIVER_REDUCE,
+                           loop.MAX_BLOCK_BYTES)
 
 
 def parse_master(master: str) -> tuple[int, int]:

@@ -134,12 +134,14 @@ def test_prediction_table_driver_bytes_stay_within_the_fan_in_bound():
 
 
 def test_the_rule_is_what_the_engine_runs(spark, monkeypatch):
-    """With 64-parameter blocks, models of 50, 100 and 300 parameters on 3 partitions: the engine reduces on the
-    driver, in 2 and in 3 JVM reduce tasks, as :func:`scale_model.engine_rule` says."""
+    """With 64-parameter blocks of at most 256 bytes, models of 37, 86 and 282 parameters on 3 partitions: the
+    engine reduces on the driver, in 2 JVM reduce tasks, and in 5 (the byte cap beats one block per partition), as
+    :func:`scale_model.engine_rule` says."""
     from sparkdl import nn
     from sparkdl.engine import DataBlocks, DistributedTrainer, MaxIteration, loop
     from sparkdl.optim import SGD
     monkeypatch.setattr(loop, "BLOCK_PARAMETERS", 64)
+    monkeypatch.setattr(loop, "MAX_BLOCK_BYTES", 256)
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal((60, 4)).astype(np.float32), rng.integers(0, 2, 60)
     data = DataBlocks.from_numpy(spark.sparkContext, x, y, 3)
@@ -158,5 +160,5 @@ def test_the_rule_is_what_the_engine_runs(spark, monkeypatch):
         rule = scale_model.engine_rule(model.num_parameters(), 3, 1, 2)
         assert seen[-1] == (rule.name, rule.blocks), (model.num_parameters(), seen[-1], rule)
     data.unpersist()
-    assert seen == [("driver", 1), ("shuffle", 2), ("shuffle", 3)]
+    assert seen == [("driver", 1), ("shuffle", 2), ("shuffle", 5)]
     assert scale_cost.RECORD_HEADER_BYTES == 80

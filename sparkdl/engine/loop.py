@@ -41,6 +41,10 @@ log = logging.getLogger("sparkdl.engine")
 
 #: Parameters per AllReduce block when ``num_blocks`` is not given (4 MB of float32).
 BLOCK_PARAMETERS = 1 << 20
+#: Largest AllReduce block by default (float32 bytes), whatever the number of partitions: a reduce task's result
+#: (its block's new weights) is deserialized on the driver, several at once, and a 100M-parameter model in two
+#: 200 MB blocks ran a 2 GiB driver out of heap (``num_blocks`` overrides it).
+MAX_BLOCK_BYTES = 64 << 20
 
 
 class DriverLoop(Recovery, ShardStates):
@@ -126,7 +130,8 @@ class DriverLoop(Recovery, ShardStates):
         """``(K, bounds, FitContext)`` of a fit on ``data`` (DataBlocks or ConnectBlocks); configures the optimizer."""
         opts = self.options
         P = self.model.num_parameters()
-        K = opts.num_blocks or min(data.num_partitions, -(-P // BLOCK_PARAMETERS))
+        K = opts.num_blocks or max(min(data.num_partitions, -(-P // BLOCK_PARAMETERS)),
+                                   -(-4 * P // MAX_BLOCK_BYTES))
         K = min(max(K, min_blocks(P)), max(P, 1))  # no gradient record over the chunk limit
         bounds = block_bounds(P, K)
         if self.optimizer.layout is None:
@@ -136,7 +141,12 @@ class DriverLoop(Recovery, ShardStates):
                              f"parameters but the model has {P}")
         integer_labels = data.label_kind == "i" or opts.num_classes is not None
         offsets = np.concatenate([[0], np.cumsum(data.sizes)]).astype(np.int64)
-        fit_ctx = tasks.FitContext(self.model.copy(), sum_reduction(self.loss), self.optimizer, bounds, offsets,
+        # Tasks always set the parameters from the iteration's weights, so the fit context carries zeros in their
+        # place, which Spark's broadcast compression shrinks to nothing: the driver JVM held a 100M-parameter
+        # model's copy (400 MB of torrent pieces) for the whole fit, and ran out of heap
+        shell = self.model.copy()
+        shell.flat_parameters[...] = 0
+        fit_ctx = tasks.FitContext(shell, sum_reduction(self.loss), self.optimizer, bounds, offsets,
                                    opts.batch_size, opts.seed, opts.shuffle, integer_labels, opts.compress,
                                    opts.threads_per_task, self._fault_hook, data_key)
         return K, bounds, fit_ctx
