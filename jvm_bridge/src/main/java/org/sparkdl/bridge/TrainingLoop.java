@@ -191,11 +191,13 @@ public final class TrainingLoop {
      * one exists: with a large model, two at once are two more copies of it on the driver). With the executor
      * reduce the broadcast is serialized-only ({@code SparkContext.broadcastInternal}, what Spark does for its
      * own large broadcasts): off {@code local[...]} the driver keeps the torrent pieces it serves, not the value
-     * too, and reads the value back from them only when Python asks for the weights.
+     * too, and reads the value back from them only when Python asks for the weights. There the previous
+     * broadcast's removal is waited for: Spark's default returns before the block managers drop its pieces, and the
+     * driver held two models' pieces at once.
      */
     private void publish(byte[][] packed) {
         if (current != null) {
-            current.destroy();
+            current.destroy(!driverReduce);
         }
         long bytes = 0;
         for (byte[] c : packed) {
@@ -471,7 +473,7 @@ public final class TrainingLoop {
             states.unpersist(false);
         }
         for (Broadcast<ShardState> b : stateSources) {
-            b.destroy();
+            b.destroy(true);
         }
         states = next;
         stateSources = sources;
