@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import uuid
 
+import numpy as np
 from pyspark import cloudpickle
 
-__all__ = ["CloudBroadcast", "loaded"]
+__all__ = ["CloudBroadcast", "WithoutParameters", "loaded"]
 
 _LOADED: dict = {}
 
@@ -36,3 +37,40 @@ class CloudBroadcast:
 
     def destroy(self):
         self._bc.destroy()
+
+
+class _Zeros:
+    """Pickles as ``np.zeros(shape, dtype)``."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = shape, dtype
+
+    def __reduce__(self):
+        return np.zeros, (self.shape, self.dtype)
+
+
+class WithoutParameters:
+    """Pickles ``model`` (a :class:`~sparkdl.nn.Module`) without the values of its parameters: it unpickles as the
+    model itself, not this wrapper, with zeros in their place (buffers keep their values).
+
+    For what a fit ships once: every gradient task sets the parameters from its iteration's weights anyway, and
+    a 100M-parameter model's copy was 400 MB of broadcast pieces that the driver JVM held for the whole fit
+    (sparkdl sessions do not compress broadcasts). ``model`` is not changed.
+    """
+
+    def __init__(self, model):
+        self.model = model
+
+    def __reduce__(self):
+        saved = []
+        for _, m in self.model.named_modules():
+            params = m._tensors["parameters"]
+            saved.append((params, dict(params)))
+            for name, a in params.items():
+                params[name] = _Zeros(a.shape, a.dtype)
+        try:
+            data = cloudpickle.dumps(self.model)
+        finally:
+            for params, values in saved:
+                params.update(values)
+        return cloudpickle.loads, (data,)

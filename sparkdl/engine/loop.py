@@ -20,7 +20,7 @@ import numpy as np
 from sparkdl.chunking import min_blocks
 from sparkdl.engine import tasks
 from sparkdl.engine.allreduce import block_bounds, merge_blocks
-from sparkdl.engine.broadcast import CloudBroadcast
+from sparkdl.engine.broadcast import CloudBroadcast, WithoutParameters
 from sparkdl.engine.connect_data import ConnectBlocks
 from sparkdl.engine.connect_reduce import ConnectAllReduce
 from sparkdl.engine.data import DataBlocks
@@ -141,12 +141,8 @@ class DriverLoop(Recovery, ShardStates):
                              f"parameters but the model has {P}")
         integer_labels = data.label_kind == "i" or opts.num_classes is not None
         offsets = np.concatenate([[0], np.cumsum(data.sizes)]).astype(np.int64)
-        # Tasks always set the parameters from the iteration's weights, so the fit context carries zeros in their
-        # place, which Spark's broadcast compression shrinks to nothing: the driver JVM held a 100M-parameter
-        # model's copy (400 MB of torrent pieces) for the whole fit, and ran out of heap
-        shell = self.model.copy()
-        shell.flat_parameters[...] = 0
-        fit_ctx = tasks.FitContext(shell, sum_reduction(self.loss), self.optimizer, bounds, offsets,
+        # tasks set the parameters from each iteration's weights: the model ships without their values
+        fit_ctx = tasks.FitContext(WithoutParameters(self.model.copy()), sum_reduction(self.loss), self.optimizer, bounds, offsets,
                                    opts.batch_size, opts.seed, opts.shuffle, integer_labels, opts.compress,
                                    opts.threads_per_task, self._fault_hook, data_key)
         return K, bounds, fit_ctx

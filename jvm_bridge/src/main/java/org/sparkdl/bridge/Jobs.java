@@ -147,7 +147,7 @@ final class Jobs {
 
         @Override
         public ShardState call(Integer block) {
-            return sources.get(block).value();
+            return sources.get(block).value().expand();
         }
     }
 

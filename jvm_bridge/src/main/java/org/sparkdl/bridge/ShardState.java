@@ -35,6 +35,35 @@ final class ShardState implements Serializable {
         return s;
     }
 
+    /** Length of every state array when this state stands for all-zero arrays ({@link #compact}), else -1. */
+    private int zeroLength = -1;
+
+    /**
+     * This state, or a copy that stands for it without its arrays when they are all zero (a fit that starts fresh:
+     * SGD's momentum, Adam's moments), so that shipping it does not ship hundreds of MB of zeros.
+     */
+    ShardState compact() {
+        int n = arrays.length == 0 ? 0 : arrays[0].length;
+        for (float[] a : arrays) {
+            for (float v : a) {
+                if (Float.floatToRawIntBits(v) != 0) {  // +0.0 only: a -0.0 must survive bit for bit
+                    return this;
+                }
+            }
+        }
+        ShardState s = new ShardState(block, step, new float[arrays.length][0]);
+        s.zeroLength = n;
+        return s;
+    }
+
+    /** The state with its arrays ({@link #compact} undone). */
+    ShardState expand() {
+        if (zeroLength < 0) {
+            return this;
+        }
+        return new ShardState(block, step, new float[arrays.length][zeroLength]);
+    }
+
     float[][] copyArrays() {
         float[][] out = new float[arrays.length][];
         for (int i = 0; i < arrays.length; i++) {

@@ -250,7 +250,7 @@ public final class TrainingLoop {
             driverState = StateCodec.read(staged, bounds).get(0);
         } else {
             List<Broadcast<ShardState>> sources = new ArrayList<>(numBlocks());
-            StateCodec.read(staged, bounds, s -> sources.add(broadcast(s, ShardState.class, true)));
+            StateCodec.read(staged, bounds, s -> sources.add(broadcast(s.compact(), ShardState.class, true)));
             List<Integer> blocks = new ArrayList<>(sources.size());
             for (int k = 0; k < sources.size(); k++) {
                 blocks.add(k);
