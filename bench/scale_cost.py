@@ -115,7 +115,7 @@ class Strategy:
 
 
 def reduce_strategy(parameters: int, partitions: int, executors: int, cores: int, block_parameters: int,
-                    driver_reduce: bool = True, max_block_bytes: int = 64 << 20) -> Strategy:
+                    driver_reduce: bool = True, max_block_bytes: int = 16 << 20) -> Strategy:
     """The reduce the engine runs for this configuration.
 
     Mirrors ``sparkdl/engine/loop.py`` (``K = max(min(partitions, ceil(P / BLOCK_PARAMETERS)),

@@ -102,7 +102,8 @@ def test_weak_scaling_efficiency_falls_with_the_driver_fan_in():
 @pytest.mark.parametrize("parameters, partitions, expected", [
     (100_000, 4, Strategy("driver", 1)), ((1 << 20), 4, Strategy("driver", 1)),
     ((1 << 20) + 1, 4, Strategy("shuffle", 2)), (10_000_000, 4, Strategy("shuffle", 4)),
-    (10_000_000, 100, Strategy("shuffle", 10)), (10_000_000, 1, Strategy("driver", 1))])
+    (10_000_000, 100, Strategy("shuffle", 10)), (10_000_000, 1, Strategy("shuffle", 3)),
+    (4 << 20, 1, Strategy("driver", 1))])
 def test_reduce_rule(parameters, partitions, expected):
     assert reduce_strategy(parameters, partitions, 8, 4, 1 << 20) == expected
     assert reduce_strategy(100, 4, 8, 4, 1 << 20, driver_reduce=False) == Strategy("shuffle", 1)

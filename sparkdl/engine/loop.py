@@ -42,9 +42,10 @@ log = logging.getLogger("sparkdl.engine")
 #: Parameters per AllReduce block when ``num_blocks`` is not given (4 MB of float32).
 BLOCK_PARAMETERS = 1 << 20
 #: Largest AllReduce block by default (float32 bytes), whatever the number of partitions: a reduce task's result
-#: (its block's new weights) is deserialized on the driver, several at once, and a 100M-parameter model in two
-#: 200 MB blocks ran a 2 GiB driver out of heap (``num_blocks`` overrides it).
-MAX_BLOCK_BYTES = 64 << 20
+#: (its block's new weights) is deserialized on the driver, up to four at once and in about three copies each, and
+#: a 100M-parameter model in two 200 MB blocks ran a 2 GiB driver out of heap, in 64 MiB blocks a 1280 MB one
+#: (``num_blocks`` overrides it).
+MAX_BLOCK_BYTES = 16 << 20
 
 
 class DriverLoop(Recovery, ShardStates):

@@ -54,7 +54,7 @@ class DistributedTrainer(DriverLoop):
         AllReduce blocks K, i.e. reduce tasks per iteration. Default: one per
         :data:`~sparkdl.engine.loop.BLOCK_PARAMETERS` parameters, at most one per data partition (each reduce task
         is a fixed cost of tens of milliseconds, so small models use one block; measured in bench/RESULTS.md), but
-        no block over :data:`~sparkdl.engine.loop.MAX_BLOCK_BYTES` (64 MiB of float32: the driver holds
+        no block over :data:`~sparkdl.engine.loop.MAX_BLOCK_BYTES` (16 MiB of float32: the driver holds
         several reduce results at once).
     compress : {None, 'fp16'}
         Send gradient blocks as float16 (summed in float32; weights stay float32).
