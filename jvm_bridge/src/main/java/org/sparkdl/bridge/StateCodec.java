@@ -1,12 +1,17 @@
 package org.sparkdl.bridge;
 
+import java.io.IOException;
+import java.io.OutputStream;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.util.ArrayList;
+import java.util.Iterator;
 import java.util.List;
 import java.util.function.Consumer;
 
 /**
- * The optimizer states of all shards as bytes (sparkdl/engine/jvm_reduce.py pack_states writes the same), in
- * chunks of at most the chunk limit ({@link Chunks}):
+ * The optimizer states of all shards as bytes (sparkdl/engine/jvm_reduce.py pack_states writes the same), read
+ * from chunks ({@link Chunks}) and written to a stream:
  * <pre>
  * int32 K | per block: int32 block | int64 step | int32 arrays | int32 length | float32[arrays * length]
  * </pre>
@@ -52,17 +57,41 @@ final class StateCodec {
         }
     }
 
-    /** {@code states} (sorted by block) in chunks of at most {@code limit} bytes. */
-    static byte[][] write(List<ShardState> states, long[] bounds, int limit) {
-        Chunks.Writer b = new Chunks.Writer(limit);
-        b.putInt(states.size());
-        for (ShardState s : states) {
-            int length = (int) (bounds[s.block + 1] - bounds[s.block]);
+    /** The {@code k} states, in block order, written to {@code out} one at a time. */
+    static void write(int k, Iterator<ShardState> states, long[] bounds, OutputStream out) throws IOException {
+        ByteBuffer b = ByteBuffer.allocate(1 << 16).order(ByteOrder.LITTLE_ENDIAN);
+        b.putInt(k);
+        for (int i = 0; i < k; i++) {
+            ShardState s = states.next();
+            if (s.block != i) {
+                throw new IllegalStateException("sparkdl bridge: state of block " + s.block + " where block " + i
+                        + " belongs");
+            }
+            int length = (int) (bounds[i + 1] - bounds[i]);
             b.putInt(s.block).putLong(s.step).putInt(s.arrays.length).putInt(length);
             for (float[] a : s.arrays) {
-                b.putFloats(a);
+                for (int j = 0; j < a.length; ) {
+                    if (b.remaining() < 4) {
+                        drain(b, out);
+                    }
+                    int n = Math.min(a.length - j, b.remaining() / 4);
+                    b.asFloatBuffer().put(a, j, n);
+                    b.position(b.position() + 4 * n);
+                    j += n;
+                }
+            }
+            if (b.remaining() < 20) {
+                drain(b, out);
             }
         }
-        return b.chunks();
+        if (states.hasNext()) {
+            throw new IllegalStateException("sparkdl bridge: more than " + k + " shard states");
+        }
+        drain(b, out);
+    }
+
+    private static void drain(ByteBuffer b, OutputStream out) throws IOException {
+        out.write(b.array(), 0, b.position());
+        b.clear();
     }
 }
