@@ -38,21 +38,29 @@ _DEFAULT_FRACTION = 0.6
 
 def _session(master: str, memory_fraction: float | None):
     from sparkdl.engine import get_or_create_session
-    conf = {"spark.ui.enabled": "false", "spark.driver.memory": "1g", "spark.executor.memory": "1g"}
+    # 2g: on local[...] the driver JVM also holds the parallelized data, the tasks that carry it and the cache
+    # (1g ran out of heap in the scheduler's thread); the storage memory is set through the fraction below
+    conf = {"spark.ui.enabled": "false", "spark.driver.memory": "2g", "spark.executor.memory": "1g"}
     if memory_fraction is not None:
         conf["spark.memory.fraction"] = f"{memory_fraction:.6f}"
     return get_or_create_session(master, app_name="sparkdl-bench-beyond-memory", conf=conf)
 
 
 def storage_memory(sc) -> int:
-    """The smallest maximum storage memory (bytes) of the session's block managers (on local-cluster the driver's
-    is one of them: its heap is set to the executors' size by :func:`_session`)."""
-    status = sc._jsc.sc().getExecutorMemoryStatus()  # Map[host:port, (max memory, remaining)]
-    values = []
-    it = status.iterator()
-    while it.hasNext():
-        values.append(int(it.next()._2()._1()))
-    return min(values)
+    """The smallest maximum storage memory (bytes) of the session's block managers: on ``local[...]`` the driver's
+    (the executor), on ``local-cluster[n,...]`` an executor's (the driver's heap is larger, :func:`_session`).
+    Waits until the n executors have registered: measured earlier, the driver's was the only one."""
+    wanted = 1 + (int(sc.master.split("[")[1].split(",")[0]) if sc.master.startswith("local-cluster") else 0)
+    deadline = time.time() + 120
+    while True:
+        status = sc._jsc.sc().getExecutorMemoryStatus()  # Map[host:port, (max memory, remaining)]
+        values = []
+        it = status.iterator()
+        while it.hasNext():
+            values.append(int(it.next()._2()._1()))
+        if len(values) >= wanted or time.time() > deadline:
+            return min(values)
+        time.sleep(0.5)
 
 
 def cached_bytes(sc, rdd) -> dict:

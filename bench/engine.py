@@ -16,9 +16,11 @@ The last line printed is one JSON object with every figure.
 
     python bench/engine.py            # full run (a few minutes)
     python bench/engine.py --quick    # fewer repeats, P = 1M only
-    python bench/engine.py --partitions 2,100,1000 | --sync-sizes 10M,100M | --large 25M,100M
+    python bench/engine.py --partitions 2,100,1000 | --sync-sizes 10M,100M | --large 25M,100M | --long-run 2000
                                       # only that part (bench/engine_scale.py): partitions scaling and driver
                                       # bytes, multi-block sync vs reduceByKey, large-model training
+    python bench/engine.py --large 100M --iterations 50 --compress fp32 --master 'local-cluster[2,1,5120]' \
+        --driver-memory 1280m --executor-memory 4g   # the driver JVM's memory alone, 50 iterations
     python bench/engine.py --connect  # only: a tiny model's iteration on Spark Connect vs classic (engine_connect.py)
 """
 from __future__ import annotations
@@ -48,10 +50,13 @@ def median_ms(fn, repeats, warmup=2):
     return 1000 * float(np.median(times))
 
 
-def _session(master):
+def _session(master, driver_memory="6g", executor_memory=None):
     from sparkdl.engine import get_or_create_session
+    conf = {"spark.ui.enabled": "false", "spark.driver.memory": driver_memory}
+    if executor_memory:
+        conf["spark.executor.memory"] = executor_memory
     return get_or_create_session(master, app_name="sparkdl-bench-engine", training=True,  # as `sparkdl train`
-                                 conf={"spark.ui.enabled": "false", "spark.driver.memory": "6g"})
+                                 conf=conf)
 
 
 def floors(sc, repeats):
@@ -304,6 +309,14 @@ def main():
     ap.add_argument("--partitions", default=None, help="only: iteration ms and driver bytes at these partitions")
     ap.add_argument("--sync-sizes", default=None, help="only: sync of these parameter counts (e.g. 10M,100M)")
     ap.add_argument("--large", default=None, help="only: train MLPs of these sizes (e.g. 25M,100M) a few iterations")
+    ap.add_argument("--long-run", type=int, default=None, help="only: the tiny model for this many iterations "
+                    "(the full run does 2,000)")
+    ap.add_argument("--iterations", type=int, default=5, help="--large: iterations per model (default 5)")
+    ap.add_argument("--compress", default="fp32,fp16", help="--large: gradient encodings to run (default fp32,fp16)")
+    ap.add_argument("--master", default="local[2]", help="--partitions/--large/--sync-sizes: Spark master, e.g. "
+                    "local-cluster[2,1,4096] (driver JVM separate from the executors')")
+    ap.add_argument("--driver-memory", default="6g", help="spark.driver.memory (default 6g)")
+    ap.add_argument("--executor-memory", default=None, help="spark.executor.memory (local-cluster masters)")
     args = ap.parse_args()
     repeats = 5 if args.quick else 15
     iters = 15 if args.quick else 40
@@ -321,18 +334,22 @@ def main():
         print(json.dumps({"samples_per_s": lenet_samples_per_s(args.scaling_worker, iters, 512)}))
         return
     from sparkdl import nn
-    spark = _session("local[2]")
+    spark = _session(args.master, args.driver_memory, args.executor_memory)
     sc = spark.sparkContext
     res = {}
+    if args.long_run:
+        res["long_run"] = long_run(sc, args.long_run)
+        print(json.dumps(res))
+        return
     if args.partitions or args.large or args.sync_sizes:
         from bench import engine_scale
         if args.partitions:
             res["partitions"] = engine_scale.partitions_scaling(sc, engine_scale.parse_sizes(args.partitions),
                                                                 max(6, iters // 4))
         if args.large:
-            for compress in (None, "fp16"):
-                res[f"large_{compress or 'fp32'}"] = engine_scale.large_models(
-                    sc, engine_scale.parse_sizes(args.large), 5, compress)
+            for compress in args.compress.split(","):
+                res[f"large_{compress}"] = engine_scale.large_models(
+                    sc, engine_scale.parse_sizes(args.large), args.iterations, None if compress == "fp32" else compress)
         if args.sync_sizes:
             res["sync"] = {p: sync(sc, nn, p, repeats, iters, rng=np.random.default_rng(0))
                            for p in engine_scale.parse_sizes(args.sync_sizes)}

@@ -39,7 +39,7 @@ def _driver_bytes(jobs):
     return [j["stages"][-1]["result_bytes"] for j in jobs if j["stages"]]
 
 
-def _fit(sc, model, x, y, partitions, batch_size, iterations, profile=True, **kw):
+def _fit(sc, model, x, y, partitions, batch_size, iterations, profile=True, hook=None, **kw):
     from sparkdl import nn
     from sparkdl.engine import DataBlocks, DistributedTrainer, MaxIteration
     from sparkdl.jvm import start_profiler, stop_profiler
@@ -47,6 +47,8 @@ def _fit(sc, model, x, y, partitions, batch_size, iterations, profile=True, **kw
     data = DataBlocks.from_numpy(sc, x, y, partitions)
     trainer = DistributedTrainer(model, nn.CrossEntropyLoss(), SGD(lr=0.01, momentum=0.9), batch_size=batch_size,
                                  end_trigger=MaxIteration(iterations), progress=False, **kw)
+    if hook is not None:
+        hook(trainer)
     if profile:
         start_profiler(sc)
     t = time.perf_counter()
@@ -88,10 +90,19 @@ def partitions_scaling(sc, counts, iterations: int) -> dict:
 
 
 def large_models(sc, sizes, iterations: int, compress=None) -> dict:
-    """MLPs of about each size in ``sizes`` (several AllReduce blocks): iteration ms, driver JVM RSS before,
-    after the first iteration and at the end (MB and in model bytes)."""
+    """MLPs of about each size in ``sizes`` (several AllReduce blocks) for ``iterations`` iterations: iteration ms,
+    and the driver JVM's RSS and live heap (after a full collection) before, at iteration 10 and at the end, in MB
+    and as growth in model bytes. On ``local[...]`` the driver JVM also runs the executors' tasks; on
+    ``local-cluster[...]`` it is the driver alone."""
     from bench.engine import rss_mb
-    jvm_pid = sc._jvm.java.lang.ProcessHandle.current().pid()
+    jvm = sc._jvm
+    jvm_pid = jvm.java.lang.ProcessHandle.current().pid()
+    runtime = jvm.java.lang.Runtime.getRuntime()
+
+    def memory():
+        jvm.java.lang.System.gc()
+        return rss_mb(jvm_pid), (runtime.totalMemory() - runtime.freeMemory()) / 2 ** 20
+
     out = {}
     for p in sizes:
         model, d = mlp(p)
@@ -99,14 +110,27 @@ def large_models(sc, sizes, iterations: int, compress=None) -> dict:
         model_mb = 4 * model.num_parameters() / 2 ** 20
         rng = np.random.default_rng(0)
         x, y = rng.standard_normal((256, d)).astype(np.float32), rng.integers(0, 10, 256)
-        rss0 = rss_mb(jvm_pid)
-        summary, wall, _ = _fit(sc, model, x, y, 2, 32, iterations, profile=False, compress=compress)
-        rss1 = rss_mb(jvm_pid)
+        marks = {"before": memory()}
+
+        def hook(trainer):
+            record = trainer._record
+
+            def spy(*a):
+                record(*a)
+                if trainer.state.iteration == min(10, iterations - 1):
+                    marks["at_10"] = memory()
+            trainer._record = spy
+        summary, wall, _ = _fit(sc, model, x, y, 2, 32, iterations, profile=False, compress=compress, hook=hook)
+        marks["end"] = memory()
         secs = [1000 * r["seconds"] for r in summary.iterations]
-        out[str(p)] = {"params": model.num_parameters(), "model_mb": round(model_mb, 1),
-                       "iteration_ms": [round(s) for s in secs], "fit_s": round(wall, 1),
-                       "driver_rss_mb_before": round(rss0), "driver_rss_mb_after": round(rss1),
-                       "driver_rss_growth_in_models": round((rss1 - rss0) / model_mb, 2),
-                       "python_driver_rss_mb": round(rss_mb(os.getpid()))}
-        print(f"P={model.num_parameters():,}: {out[str(p)]}")
+        r = out[str(p)] = {"params": model.num_parameters(), "model_mb": round(model_mb, 1),
+                           "iteration_ms": [round(s) for s in secs[:10]],
+                           "median_ms_after_5": round(float(np.median(secs[5:] or secs))), "fit_s": round(wall, 1),
+                           "python_driver_rss_mb": round(rss_mb(os.getpid()))}
+        for name, (rss, heap) in marks.items():
+            r[f"driver_rss_mb_{name}"], r[f"driver_live_heap_mb_{name}"] = round(rss), round(heap)
+        for name in ("at_10", "end"):
+            r[f"rss_growth_in_models_{name}"] = round((marks[name][0] - marks["before"][0]) / model_mb, 2)
+            r[f"live_heap_growth_in_models_{name}"] = round((marks[name][1] - marks["before"][1]) / model_mb, 2)
+        print(f"P={model.num_parameters():,} ({compress or 'fp32'}): {r}")
     return out
