@@ -1,8 +1,8 @@
 """Run by tests/test_engine_recovery.py in its own process (needs its own Spark master):
 train on local-cluster[2,1,1024] (executors are separate JVMs) — clean with the JVM reduce, clean with the
-Python reduce, and with the JVM reduce and an executor JVM killed mid-training, each JVM-reduce run with one
-AllReduce block (reduced on the driver) and with two (reduced in executor tasks) — and print whether the final
-weights are bit-identical, as JSON."""
+Python reduce, and with the JVM reduce and an executor JVM killed mid-training, once with one AllReduce block
+(reduced on the driver) and once with two (reduced in executor tasks) — and print whether the final weights are
+bit-identical, as JSON."""
 import json
 import os
 import signal
@@ -54,10 +54,9 @@ if __name__ == "__main__":
         os.unlink(MARKER)
     # two blocks: JVM reduce tasks on the executors; the weights' broadcast is serialized-only (off local mode)
     # and read back from its pieces at the end; the killed executor takes its cached optimizer states along
-    blocks = train(sc, None, num_blocks=2)
+    # (equal to the one-block run: the executor reduce and the recovery are both right)
     blocks_faulty = train(sc, kill_executor_once, num_blocks=2)
     print(json.dumps({"killed": killed and os.path.exists(MARKER), "identical": bool(np.array_equal(clean, faulty)),
-                      "executor_reduce_identical": bool(np.array_equal(clean, blocks)),
                       "executor_reduce_killed_identical": bool(np.array_equal(clean, blocks_faulty)),
                       "python_reduce_identical": bool(np.array_equal(clean, python_reduce)),
                       "max_abs_diff": float(np.max(np.abs(clean - faulty)))}))

@@ -2,7 +2,6 @@ package org.sparkdl.bridge;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import java.util.ArrayList;
 import java.util.List;
 
 /**

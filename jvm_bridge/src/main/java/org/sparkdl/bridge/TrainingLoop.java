@@ -71,7 +71,8 @@ public final class TrainingLoop {
     /** The broadcasts {@link #states} reads when they come from {@link #commitStates} (destroyed once an
      * iteration's cached states replace them), else empty. */
     private List<Broadcast<ShardState>> stateSources = List.of();
-    /** Largest byte array of weights (sparkdl/chunking.py MAX_CHUNK_BYTES). */
+    /** Largest byte array of weights (sparkdl/chunking.py MAX_CHUNK_BYTES); 1/16 of it is the largest model whose
+     * states are read in one job ({@link #writeTemp}). */
     private final int maxChunkBytes;
     /** Weights being received from Python chunk by chunk ({@link #beginWeights}): one array per block, then the
      * buffers. */
@@ -264,8 +265,8 @@ public final class TrainingLoop {
      * ("states", {@link StateCodec}'s layout) written to a new temporary file that only this user can read; returns
      * its path, and the caller deletes it. py4j moves a byte array as base64 text at ~10 MB/s, a local file is far
      * faster (the driver's Python and JVM always share a host). The JVM chooses the file: no path from Python is
-     * ever written to. The executors' states arrive one block at a time ({@code toLocalIterator}, a job per
-     * block) and go straight to the file: a 100M-parameter model's momentum collected whole, then packed, ran a
+     * ever written to. The states of a model over 1/16 of the chunk limit (64 MiB of parameters by default) arrive
+     * one block at a time ({@code toLocalIterator}, a job per block) and go straight to the file: a 100M-parameter model's momentum collected whole, then packed, ran a
      * 1280 MB driver out of heap.
      */
     public String writeTemp(String what) {
@@ -280,8 +281,10 @@ public final class TrainingLoop {
                         out.write(chunk);
                     }
                 } else {
+                    JavaRDD<ShardState> only = driverReduce ? null : states.map(new Jobs.StateOnly());
                     Iterator<ShardState> each = driverReduce ? List.of(driverState).iterator()
-                            : states.map(new Jobs.StateOnly()).toLocalIterator();
+                            : 4L * bounds[numBlocks()] <= maxChunkBytes / 16 ? Jobs.collect(jsc, only).iterator()
+                            : only.toLocalIterator();
                     StateCodec.write(numBlocks(), each, bounds, out);
                 }
             }
