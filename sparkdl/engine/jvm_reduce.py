@@ -274,7 +274,7 @@ class JvmAllReduce:
         self.step_count = 0
 
     def set_weights(self, parameters: np.ndarray, buffers: np.ndarray) -> None:
-        self.loop.set_weights(np.concatenate([parameters, buffers]).astype("<f4"), parameters.size)
+        self.loop.set_weights(np.concatenate([parameters, buffers], dtype="<f4"), parameters.size)
 
     def weights(self, num_parameters: int) -> tuple[np.ndarray, np.ndarray]:
         flat = np.frombuffer(self.loop.weights(), "<f4").astype(np.float32)

@@ -142,9 +142,10 @@ class DriverLoop(Recovery, ShardStates):
                              f"parameters but the model has {P}")
         integer_labels = data.label_kind == "i" or opts.num_classes is not None
         offsets = np.concatenate([[0], np.cumsum(data.sizes)]).astype(np.int64)
-        # tasks set the parameters from each iteration's weights: the model ships without their values
-        fit_ctx = tasks.FitContext(WithoutParameters(self.model.copy()), sum_reduction(self.loss), self.optimizer, bounds, offsets,
-                                   opts.batch_size, opts.seed, opts.shuffle, integer_labels, opts.compress,
+        # tasks set the parameters from each iteration's weights: the model ships without their values, so it needs
+        # no copy either (the fit context is pickled as it is broadcast, before the fit changes anything)
+        fit_ctx = tasks.FitContext(WithoutParameters(self.model), sum_reduction(self.loss), self.optimizer, bounds,
+                                   offsets, opts.batch_size, opts.seed, opts.shuffle, integer_labels, opts.compress,
                                    opts.threads_per_task, self._fault_hook, data_key)
         return K, bounds, fit_ctx
 
