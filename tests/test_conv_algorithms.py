@@ -159,3 +159,36 @@ def test_chunks_of_large_weights_hold_enough_columns():
     assert nb == 64
     *_, wq, _, _, nb = conv_im2col.im2col_plan(geom, (64, 64, 8, 8), 8, 8, 64, 4)  # weights 147 KB: L2 chunks
     assert wq == 10 and nb == conv_im2col._CHUNK_BYTES // ((64 * 9 + 64) * 8 * wq * 4) == 2
+
+
+def _depthwise_in_order(x, w, b, stride, padding, dilation, ho, wo):
+    """The depthwise convolution summed as the kernels document it: the bias, then every tap in ``(i, j)`` order
+    over the zero-padded input (padding taps included), each product and sum rounded in x's dtype."""
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    y = np.broadcast_to(b[None, :, None, None], (x.shape[0], x.shape[1], ho, wo)).copy()
+    for i in range(w.shape[2]):
+        for j in range(w.shape[3]):
+            tap = xp[:, :, i * dh:i * dh + (ho - 1) * sh + 1:sh, j * dw:j * dw + (wo - 1) * sw + 1:sw]
+            y = y + w[None, :, 0, i, j, None, None] * tap
+    return y
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_depthwise_layouts_sum_in_the_documented_order_bit_for_bit(dtype):
+    """Every layout of the depthwise forward -- wide (stride 1), quarter (small stride-2 planes), column-split rows
+    (large stride-2 planes), generic rows -- gives the bits of the documented order of summation."""
+    from sparkdl.kernels.conv_depthwise import _QUARTER_MAX_POSITIONS, depthwise_forward
+    rng = np.random.default_rng(11)
+    side = int(np.sqrt(_QUARTER_MAX_POSITIONS)) * 2 + 4  # a stride-2 output just above the quarter layout's limit
+    cases = [((3, 3), (1, 1), (1, 1), (1, 1), 9), ((5, 5), (2, 2), (2, 2), (1, 1), 13),  # wide, quarter
+             ((3, 3), (2, 2), (1, 1), (1, 1), side), ((3, 5), (2, 2), (2, 3), (2, 1), 12),  # rows, quarter dilated
+             ((2, 4), (1, 3), (0, 1), (1, 2), 11), ((3, 3), (3, 2), (1, 1), (1, 1), 10)]  # generic, rows
+    for k, s, p, d, hw in cases:
+        x = rng.standard_normal((2, 5, hw, hw + 1)).astype(dtype)
+        w, b = rng.standard_normal((5, 1) + k).astype(dtype), rng.standard_normal(5).astype(dtype)
+        ho = (hw + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+        wo = (hw + 1 + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+        got = depthwise_forward(x, w, b, *s, *p, *d, ho, wo, 0, 0.0, 0.0)
+        want = _depthwise_in_order(x, w, b, s, p, d, ho, wo)
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), err_msg=str((k, s, p, d, hw)))

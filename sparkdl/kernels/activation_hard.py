@@ -21,9 +21,10 @@ __all__ = ["hardtanh_forward", "hardtanh_backward", "hardsigmoid_forward", "hard
 def hardtanh_forward(x, min_val, max_val):
     """``min(max(x, min_val), max_val)`` (NaN stays NaN)."""
     out = np.empty_like(x)
+    low, high = x.dtype.type(min_val), x.dtype.type(max_val)  # x's dtype: the loop vectorises (same results)
     for i in prange(x.size):
         v = x[i]
-        out[i] = min_val if v < min_val else (max_val if v > max_val else v)
+        out[i] = low if v < low else (high if v > high else v)
     return out
 
 
@@ -42,9 +43,10 @@ def hardtanh_backward(x, grad_y, min_val, max_val):
 def hardsigmoid_forward(x):
     """``relu6(x + 3) / 6``: 0 below -3, 1 above 3, ``(x + 3) / 6`` between."""
     out = np.empty_like(x)
+    zero, one, three, six = x.dtype.type(0), x.dtype.type(1), x.dtype.type(3), x.dtype.type(6)
     for i in prange(x.size):
         v = x[i]
-        out[i] = 0 if v <= -3 else (1 if v >= 3 else (v + 3) / 6)
+        out[i] = zero if v <= -three else (one if v >= three else (v + three) / six)
     return out
 
 
@@ -63,9 +65,10 @@ def hardsigmoid_backward(x, grad_y):
 def hardswish_forward(x):
     """``x * relu6(x + 3) / 6``: 0 below -3, ``x`` above 3."""
     out = np.empty_like(x)
+    zero, three, six = x.dtype.type(0), x.dtype.type(3), x.dtype.type(6)
     for i in prange(x.size):
         v = x[i]
-        out[i] = 0 if v <= -3 else (v if v >= 3 else v * (v + 3) / 6)
+        out[i] = zero if v <= -three else (v if v >= three else v * (v + three) / six)
     return out
 
 

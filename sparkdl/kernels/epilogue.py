@@ -24,20 +24,25 @@ NO_EPILOGUE = (NONE, 0.0, 0.0)
 @njit(inline="always")
 def activate_flat(yf, o, n, kind, low, high):
     """Apply the activation ``kind`` to ``yf[o:o + n]`` in place (``yf`` flat; one loop per kind, each
-    vectorisable; no view is made, so no reference count is touched in a parallel loop)."""
+    vectorisable; no view is made, so no reference count is touched in a parallel loop). Constants are in ``yf``'s
+    dtype, so the arithmetic is too (as PyTorch's), and ReLU is written as a two-sided select: LLVM left the
+    one-sided ``v if v > 0 else 0`` scalar (4x slower, same results)."""
     o = np.uint64(o)
+    zero, lo, hi = yf.dtype.type(0), yf.dtype.type(low), yf.dtype.type(high)
     if kind == RELU:
+        inf = yf.dtype.type(np.inf)
         for i in range(o, o + np.uint64(n)):
             v = yf[i]
-            yf[i] = v if v > 0 else 0
+            yf[i] = (v if v < inf else inf) if v > zero else zero
     elif kind == HARDTANH:
         for i in range(o, o + np.uint64(n)):
             v = yf[i]
-            yf[i] = low if v < low else (high if v > high else v)
+            yf[i] = lo if v < lo else (hi if v > hi else v)
     elif kind == HARDSWISH:
+        three, six = yf.dtype.type(3), yf.dtype.type(6)
         for i in range(o, o + np.uint64(n)):
             v = yf[i]
-            yf[i] = 0 if v <= -3 else (v if v >= 3 else v * (v + 3) / 6)
+            yf[i] = zero if v <= -three else (v if v >= three else v * (v + three) / six)
 
 
 @njit_parallel
