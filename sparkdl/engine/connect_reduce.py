@@ -28,6 +28,7 @@ from sparkdl.engine.connect_data import ConnectBlocks, partition_blocks
 from sparkdl.engine.connect_session import SessionValue
 from sparkdl.engine.tasks import FitContext, IterationContext, partition_gradient, reduce_parts
 from sparkdl.engine.worker import task_scope
+from sparkdl.kernels.half import to_half
 from sparkdl.optim.trust import combine_tensor_norms
 
 __all__ = ["ConnectAllReduce", "connect_gradient_task", "RECORD_SCHEMA"]
@@ -62,7 +63,7 @@ def connect_gradient_task(fit_value, weights, epoch: int, iteration: int, global
                 continue
             grad, loss_sum, norm, (buf, n) = out
             half = fit.compress == "fp16"
-            grad = grad.astype(np.float16) if half else grad
+            grad = to_half(grad) if half else grad
             yield pa.RecordBatch.from_pylist([{
                 "part": p, "grad": grad.tobytes(), "half": half, "loss": float(loss_sum), "norm": float(norm),
                 "buf": None if buf is None else np.asarray(buf, np.float32).tobytes(), "n": int(n)}],

@@ -36,6 +36,7 @@ from sparkdl.jvm.training_loop import TrainingLoop
 from sparkdl.engine import local_cache
 from sparkdl.engine.tasks import MISS, FitContext, partition_gradient
 from sparkdl.engine.worker import freeze_worker_heap, task_scope
+from sparkdl.kernels.half import from_half, to_half
 from sparkdl.optim import SGD, Adam, AdamW
 from sparkdl.step.tree_sum import TreeSum, maximal_nodes, node_end
 
@@ -228,8 +229,8 @@ def gradient_records(fit_broadcast, data_deserializer, split: int, frames):
                     yield from (_RECORD.pack(_MISS, k, p, 0, 0.0, 0.0, 0) for k in range(len(fit.bounds) - 1))
                 elif out is not None:
                     grad, loss_sum, norm, (buffer_sum, count) = out
-                    half = grad.astype("<f2") if fit.compress == "fp16" else None  # numpy's rounding
-                    grads.push(p, 0, [grad if half is None else half.astype(np.float32), half, loss_sum, norm])
+                    half = to_half(grad) if fit.compress == "fp16" else None  # numpy's rounding, vectorised
+                    grads.push(p, 0, [grad if half is None else from_half(half), half, loss_sum, norm])
                     buffers.push(p, 0, (None if buffer_sum is None else buffer_sum.astype(np.float32), count))
                 p = next(members, None)
             yield from _node_records(fit.bounds, grads.nodes(), buffers.nodes())

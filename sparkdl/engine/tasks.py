@@ -24,6 +24,7 @@ from sparkdl.engine.allreduce import mean_gradient, split_blocks, sum_block, upd
 from sparkdl.engine.plan import local_schedule
 from sparkdl.engine.task_errors import TrainingDivergedError, task_context
 from sparkdl.engine.worker import dropout_rng, local_gradient, task_scope
+from sparkdl.kernels.half import to_half
 from sparkdl.step.tree_sum import TreeSum
 
 __all__ = ["FitContext", "IterationContext", "gradient_task", "partition_gradient", "reduce_parts",
@@ -180,7 +181,7 @@ def gradient_task(ctx: IterationContext, p: int, blocks):
         return
     grad, loss_sum, norm, extra = out
     if fit.compress == "fp16":
-        grad = grad.astype(np.float16)
+        grad = to_half(grad)
     for k, block in enumerate(split_blocks(grad, fit.bounds)):
         yield k, (GRAD, (p, block, loss_sum if k == 0 else 0.0, norm, extra if k == 0 else None))
 

@@ -23,6 +23,8 @@ from typing import Callable
 
 import numpy as np
 
+from sparkdl.kernels.half import from_half
+
 __all__ = ["TreeSum", "tree_sum", "maximal_nodes", "node_end"]
 
 
@@ -93,7 +95,9 @@ def tree_sum(parts, size: int | None = None, dtype=np.float32):
     float16 are widened to ``dtype`` first). ``size``: the length of the zero when nothing is given."""
     tree = TreeSum(lambda a, b: np.add(a, b, out=a))
     for p, value in parts:
-        tree.push(int(p), 0, np.array(value, dtype=dtype, copy=True))
+        half = isinstance(value, np.ndarray) and value.dtype == np.float16 and value.ndim == 1 and dtype == np.float32
+        wide = from_half(value) if half else None  # exact, by table
+        tree.push(int(p), 0, np.array(value, dtype=dtype, copy=True) if wide is None else wide)
     root = tree.result()
     if root is None:
         if size is None:
