@@ -177,13 +177,15 @@ def test_param_groups_frozen_batchnorm_and_blocks_bitwise(data):
     np.testing.assert_array_equal(jvm_model.flat_parameters[-3:], frozen_before)
 
 
-def test_many_partitions_grouped_per_core_bitwise(spark):
-    """12 partitions on local[2]: after the first iteration two group tasks compute all partitions."""
+@pytest.mark.parametrize("compress", [None, "fp16"])
+def test_many_partitions_grouped_per_core_bitwise(spark, compress):
+    """12 partitions on local[2]: after the first iteration two group tasks compute all partitions (and, with
+    fp16, widen their compressed leaves to add them in the task's tree)."""
     x, y = _data(n=120)
     data = DataBlocks.from_numpy(spark.sparkContext, x, y, 12)
     py_model, jvm_model = _model(), _model()
-    py, _ = _fit(data, py_model, Adam(lr=0.01), False, epochs=1)
-    jv, trainer = _fit(data, jvm_model, Adam(lr=0.01), True, epochs=1)
+    py, _ = _fit(data, py_model, Adam(lr=0.01), False, epochs=1, compress=compress)
+    jv, trainer = _fit(data, jvm_model, Adam(lr=0.01), True, epochs=1, compress=compress)
     np.testing.assert_array_equal(jv.loss, py.loss)
     np.testing.assert_array_equal(jvm_model.flat_parameters, py_model.flat_parameters)
     data.unpersist()

@@ -148,8 +148,11 @@ def _deserialize(deserializer, frames) -> list:
 
 
 def _add_gradients(a, b):
-    """Tree addition of two pre-summed gradient values ``[float32 sum, float16 leaf or None, loss, normalizer]``."""
-    return [np.add(a[0], b[0], out=a[0]), None, a[2] + b[2], a[3] + b[3]]
+    """Tree addition of two pre-summed gradient values ``[float32 sum or None, float16 leaf or None, loss,
+    normalizer]`` (a compressed leaf is widened, exactly, only when it is added: a leaf sent alone goes as it is)."""
+    x = from_half(a[1]) if a[0] is None else a[0]
+    y = from_half(b[1]) if b[0] is None else b[0]
+    return [np.add(x, y, out=x), None, a[2] + b[2], a[3] + b[3]]
 
 
 def _add_buffers(a, b):
@@ -163,11 +166,20 @@ def _node_records(bounds, grads: list, buffers: list):
     for lo, level, (grad, half, loss_sum, norm) in grads:
         kind, values = (_GRAD, grad) if half is None else (_GRAD16, half)
         for k in range(len(bounds) - 1):
-            block = values[bounds[k]:bounds[k + 1]]
-            yield _RECORD.pack(kind, k, lo, level, loss_sum if k == 0 else 0.0, norm, 0) + block.tobytes()
+            yield _record(values[bounds[k]:bounds[k + 1]], kind, k, lo, level, loss_sum if k == 0 else 0.0, norm, 0)
     for lo, level, (buffer_sum, count) in buffers:
-        yield _RECORD.pack(_BUFFERS, 0, lo, level, 0.0, 0.0, count) + \
-            (b"" if buffer_sum is None else buffer_sum.tobytes())
+        yield _record(buffer_sum, _BUFFERS, 0, lo, level, 0.0, 0.0, count)
+
+
+def _record(payload, *header) -> bytearray:
+    """One raw record: the header ``_RECORD`` then ``payload``'s bytes (a contiguous array, or None), written
+    once into the record (``header + payload.tobytes()`` copied a 40 MB block twice)."""
+    size = 0 if payload is None else payload.nbytes
+    out = bytearray(_RECORD.size + size)
+    _RECORD.pack_into(out, 0, *header)
+    if size:
+        out[_RECORD.size:] = memoryview(payload).cast("B")
+    return out
 
 
 def _load_weights(chunks: list, parameters: np.ndarray) -> np.ndarray:
@@ -230,7 +242,7 @@ def gradient_records(fit_broadcast, data_deserializer, split: int, frames):
                 elif out is not None:
                     grad, loss_sum, norm, (buffer_sum, count) = out
                     half = to_half(grad) if fit.compress == "fp16" else None  # numpy's rounding, vectorised
-                    grads.push(p, 0, [grad if half is None else from_half(half), half, loss_sum, norm])
+                    grads.push(p, 0, [grad if half is None else None, half, loss_sum, norm])
                     buffers.push(p, 0, (None if buffer_sum is None else buffer_sum.astype(np.float32), count))
                 p = next(members, None)
             yield from _node_records(fit.bounds, grads.nodes(), buffers.nodes())
