@@ -50,9 +50,11 @@ def median_ms(fn, repeats, warmup=2):
     return 1000 * float(np.median(times))
 
 
-def _session(master, driver_memory="6g", executor_memory=None):
+def _session(master, driver_memory="6g", executor_memory=None, driver_java_options=None):
     from sparkdl.engine import get_or_create_session
     conf = {"spark.ui.enabled": "false", "spark.driver.memory": driver_memory}
+    if driver_java_options:  # replaces sparkdl's training default (-XX:TieredStopAtLevel=1): give it again
+        conf["spark.driver.extraJavaOptions"] = driver_java_options
     if executor_memory:
         conf["spark.executor.memory"] = executor_memory
     return get_or_create_session(master, app_name="sparkdl-bench-engine", training=True,  # as `sparkdl train`
@@ -213,7 +215,7 @@ def long_run(sc, iterations):
     y = rng.integers(0, 2, 4096)
     jvm_pid = sc._jvm.java.lang.ProcessHandle.current().pid()
     runtime = sc._jvm.java.lang.Runtime.getRuntime()
-    rss = []
+    rss, curve = [], []
 
     def live_heap_mb():
         """The JVM heap in use after a full collection (RSS alone also counts the heap's lazy growth)."""
@@ -227,6 +229,8 @@ def long_run(sc, iterations):
             record(*a)
             if trainer.state.iteration in (100, iterations):
                 rss.append((rss_mb(os.getpid()), rss_mb(jvm_pid), live_heap_mb()))
+            if trainer.state.iteration % 250 == 0:  # the curve, without the full collection (it shrinks the heap)
+                curve.append((trainer.state.iteration, round(rss_mb(jvm_pid))))
         trainer._record = spy
     _, summary, _ = sparkdl_iteration_ms(sc, nn.Sequential(nn.Linear(10, 2)), x, y, 64, iterations,
                                          trainer_hook=hook)
@@ -235,7 +239,8 @@ def long_run(sc, iterations):
             "last100_ms": round(float(np.median(secs[-100:])), 1),
             "python_rss_mb_at_100": round(rss[0][0]), "python_rss_mb_at_end": round(rss[1][0]),
             "jvm_rss_mb_at_100": round(rss[0][1]), "jvm_rss_mb_at_end": round(rss[1][1]),
-            "jvm_live_heap_mb_at_100": round(rss[0][2]), "jvm_live_heap_mb_at_end": round(rss[1][2])}
+            "jvm_live_heap_mb_at_100": round(rss[0][2]), "jvm_live_heap_mb_at_end": round(rss[1][2]),
+            "jvm_rss_mb_every_250": curve}
 
 
 def gloo_allreduce_ms(p, repeats):
@@ -317,6 +322,8 @@ def main():
                     "local-cluster[2,1,4096] (driver JVM separate from the executors')")
     ap.add_argument("--driver-memory", default="6g", help="spark.driver.memory (default 6g)")
     ap.add_argument("--executor-memory", default=None, help="spark.executor.memory (local-cluster masters)")
+    ap.add_argument("--driver-java-options", default=None, help="spark.driver.extraJavaOptions (replaces "
+                    "sparkdl's -XX:TieredStopAtLevel=1 for local training sessions)")
     args = ap.parse_args()
     repeats = 5 if args.quick else 15
     iters = 15 if args.quick else 40
@@ -334,7 +341,7 @@ def main():
         print(json.dumps({"samples_per_s": lenet_samples_per_s(args.scaling_worker, iters, 512)}))
         return
     from sparkdl import nn
-    spark = _session(args.master, args.driver_memory, args.executor_memory)
+    spark = _session(args.master, args.driver_memory, args.executor_memory, args.driver_java_options)
     sc = spark.sparkContext
     res = {}
     if args.long_run:
