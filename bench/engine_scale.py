@@ -89,11 +89,45 @@ def partitions_scaling(sc, counts, iterations: int) -> dict:
     return out
 
 
+def _descendants(pid: int) -> list:
+    """Every descendant process of ``pid`` (Linux ``/proc/<pid>/task/<tid>/children``)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except FileNotFoundError:
+            continue
+        for t in tasks:
+            try:
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    kids = [int(c) for c in f.read().split()]
+            except FileNotFoundError:
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
+def _round(v: float, digits: int = 0):
+    """``round(v, digits)``, None for NaN."""
+    return None if v != v else round(v, digits) if digits else round(v)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
 def large_models(sc, sizes, iterations: int, compress=None) -> dict:
     """MLPs of about each size in ``sizes`` (several AllReduce blocks) for ``iterations`` iterations: iteration ms,
     and the driver JVM's RSS and live heap (after a full collection) before, at iteration 10 and at the end, in MB
     and as growth in model bytes. On ``local[...]`` the driver JVM also runs the executors' tasks; on
-    ``local-cluster[...]`` it is the driver alone."""
+    ``local-cluster[...]`` it is the driver alone, and the largest executor JVM's RSS is recorded too (in MB and
+    in model bytes). The largest Python worker's RSS is recorded on both."""
     from bench.engine import rss_mb
     jvm = sc._jvm
     jvm_pid = jvm.java.lang.ProcessHandle.current().pid()
@@ -103,6 +137,18 @@ def large_models(sc, sizes, iterations: int, compress=None) -> dict:
         jvm.java.lang.System.gc()
         return rss_mb(jvm_pid), (runtime.totalMemory() - runtime.freeMemory()) / 2 ** 20
 
+    def executors():
+        """RSS in MB of the largest executor JVM and of the largest Python worker (the driver JVM's descendants:
+        on local-cluster the executor JVMs and their Python daemons and workers; on local[...] the workers)."""
+        jvms, pythons = [], []
+        for pid in _descendants(jvm_pid):
+            cmd = _cmdline(pid)
+            if "CoarseGrainedExecutorBackend" in cmd:
+                jvms.append(rss_mb(pid))
+            elif "python" in cmd:
+                pythons.append(rss_mb(pid))
+        return max(jvms, default=float("nan")), max(pythons, default=float("nan"))
+
     out = {}
     for p in sizes:
         model, d = mlp(p)
@@ -110,7 +156,7 @@ def large_models(sc, sizes, iterations: int, compress=None) -> dict:
         model_mb = 4 * model.num_parameters() / 2 ** 20
         rng = np.random.default_rng(0)
         x, y = rng.standard_normal((256, d)).astype(np.float32), rng.integers(0, 10, 256)
-        marks = {"before": memory()}
+        marks, workers = {"before": memory()}, {"before": executors()}
 
         def hook(trainer):
             record = trainer._record
@@ -119,9 +165,10 @@ def large_models(sc, sizes, iterations: int, compress=None) -> dict:
                 record(*a)
                 if trainer.state.iteration == min(10, iterations - 1):
                     marks["at_10"] = memory()
+                    workers["at_10"] = executors()
             trainer._record = spy
         summary, wall, _ = _fit(sc, model, x, y, 2, 32, iterations, profile=False, compress=compress, hook=hook)
-        marks["end"] = memory()
+        marks["end"], workers["end"] = memory(), executors()
         secs = [1000 * r["seconds"] for r in summary.iterations]
         r = out[str(p)] = {"params": model.num_parameters(), "model_mb": round(model_mb, 1),
                            "iteration_ms": [round(s) for s in secs[:10]],
@@ -129,6 +176,10 @@ def large_models(sc, sizes, iterations: int, compress=None) -> dict:
                            "python_driver_rss_mb": round(rss_mb(os.getpid()))}
         for name, (rss, heap) in marks.items():
             r[f"driver_rss_mb_{name}"], r[f"driver_live_heap_mb_{name}"] = round(rss), round(heap)
+        for name, (jvm_rss, python_rss) in workers.items():  # None: no such process (yet)
+            r[f"executor_jvm_rss_mb_{name}"], r[f"python_worker_rss_mb_{name}"] = _round(jvm_rss), _round(python_rss)
+            r[f"executor_jvm_rss_in_models_{name}"] = _round(jvm_rss / model_mb, 2)
+            r[f"python_worker_rss_in_models_{name}"] = _round(python_rss / model_mb, 2)
         for name in ("at_10", "end"):
             r[f"rss_growth_in_models_{name}"] = round((marks[name][0] - marks["before"][0]) / model_mb, 2)
             r[f"live_heap_growth_in_models_{name}"] = round((marks[name][1] - marks["before"][1]) / model_mb, 2)
