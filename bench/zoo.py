@@ -9,7 +9,9 @@ Per model (processes in bench/zoo_sides.py; this parent imports none of the libr
    and writes its weights, an inference batch and a training batch with PyTorch's outputs, and four ONNX files:
    eval-mode exports with every default of ``torch.onnx.export(dynamo=True)`` and ``(dynamo=False)`` at the
    inference batch, and training exports that keep BatchNormalization (legacy ``TrainingMode.PRESERVE``; dynamo
-   ``optimize=False``) at the training batch;
+   ``optimize=False``) at the training batch; for sequence models also the dynamo eval and training exports with
+   a symbolic batch axis, served and trained only when no static file imports (BERT-mini's attention folds the
+   batch into the heads, which a static shape fixes);
 2. three long-lived workers, each in a process of its own with this process's environment unchanged: PyTorch
    (never imports sparkdl, so it runs in its default environment), onnxruntime (the dynamo eval file, or the
    legacy one if sparkdl cannot import the dynamo one; one session per thread count with
@@ -119,9 +121,12 @@ def row(name, res, notes):
             errs.append(_fmt(info.get("import_error", {}).get(key), "{:.1e}"))
     if "error" in res.get("workers", {}).get("ort", {}):
         notes.append(f"{name}: onnxruntime: {res['workers']['ort']['error']}")
-    for key in ("train_legacy", "train_dynamo"):
+    for key in ("train_legacy", "train_dynamo", "eval_dynamo_dynamic", "train_dynamo_dynamic"):
         if key in spec["export_errors"] or key in info.get("import_failure", {}):
             notes.append(f"{name}: {key}: " + spec["export_errors"].get(key, info.get("import_failure", {}).get(key)))
+    for key, what in (("serving_file", "served"), ("train_file", "trained")):
+        if str(info.get(key)).endswith("_dynamic"):
+            notes.append(f"{name}: {what} from {info[key]}.onnx (the batch axis symbolic; the static files fix it)")
     ratio = res.get("ratio", {}).get
     cells += [" / ".join(errs), _fmt(ratio("train 1 vs torch")), _fmt(ratio("train 2 vs torch")),
               _fmt(res.get("scaling", {}).get("train")),

@@ -15,6 +15,8 @@ onnxruntime. They share files in an exchange directory:
 ``train_legacy.onnx`` ``dynamo=False, training=TrainingMode.PRESERVE`` at the training batch (BatchNormalization
                       nodes kept, so the imported network trains them)
 ``train_dynamo.onnx`` ``dynamo=True, optimize=False`` at the training batch (the same, from the other exporter)
+``*_dynamic.onnx``    sequence models only: ``eval_dynamo`` and ``train_dynamo`` with axis 0 of every input symbolic
+                      (``dynamic_shapes``), served and trained when no static file imports
 """
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ import numpy as np
 
 import procs
 
-__all__ = ["export", "torch_worker", "ort_worker", "sparkdl_worker", "LR", "MOMENTUM", "IMAGE_BENCH"]
+__all__ = ["export", "torch_worker", "ort_worker", "sparkdl_worker", "LR", "MOMENTUM", "IMAGE_BENCH", "SERVING_FILES",
+           "TRAINING_FILES"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LR, MOMENTUM = 1e-4, 0.9  # SGD of the training step, both libraries (small: repeated steps on one batch stay tame)
@@ -46,6 +49,12 @@ BENCH = {
     "ncf": dict(input="ids", cardinalities=(138493, 26744),
                 kwargs=dict(num_users=138493, num_items=26744, factors=32, mlp_layers=(128, 64, 32))),
 }
+
+#: The eval files sparkdl tries to serve (and onnxruntime then runs), and the training files, in order: the
+#: ``*_dynamic`` ones (batch axis symbolic, exported for sequence models only) are fallbacks for graphs whose static
+#: shapes fix the batch where sparkdl needs it free (BERT-mini's attention folds the batch into the heads).
+SERVING_FILES = ("eval_dynamo", "eval_legacy", "eval_dynamo_dynamic")
+TRAINING_FILES = ("train_legacy", "train_dynamo", "train_dynamo_dynamic")
 
 #: Benchmark sizes by an image network's native resolution (``BENCH[name]["size"]``): (inference size, batch),
 #: (training size, batch). ImageNet networks are served at 224x224 and trained here at 64x64; CIFAR networks at 32.
@@ -119,18 +128,22 @@ def _torch_model(name, exchange=None):
     return model, BENCH[name]
 
 
-def _export_file(model, args, path, dynamo, keep_batchnorm):
+def _export_file(model, args, path, dynamo, keep_batchnorm, dynamic_batch=False):
     import logging
     import warnings
 
     import torch
+    args = tuple(args)
     kw = {"optimize": not keep_batchnorm, "external_data": False, "verbose": False} if dynamo else (
         {"training": torch.onnx.TrainingMode.PRESERVE} if keep_batchnorm else {})
+    if dynamic_batch:  # axis 0 of every input symbolic, as users export a model for serving
+        batch = torch.export.Dim("N", min=1, max=4096)
+        kw["dynamic_shapes"] = tuple({0: batch} for _ in args)
     logging.disable(logging.WARNING)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            torch.onnx.export(model.eval(), tuple(args), path, dynamo=dynamo, **kw)
+            torch.onnx.export(model.eval(), args, path, dynamo=dynamo, **kw)
     finally:
         logging.disable(logging.NOTSET)
 
@@ -158,11 +171,15 @@ def export(name, exchange):
     spec = {"name": name, "input": shape["input"], "infer_shape": [list(r[1]) for r in infer_row],
             "train_shape": [list(r[1]) for r in train_row], "infer_batch": infer_batch, "train_batch": train_batch,
             "loss": loss, "files": {}, "export_errors": {}}
-    for file, args, dynamo, keep in (("eval_dynamo", xi, True, False), ("eval_legacy", xi, False, False),
-                                     ("train_legacy", xt, False, True), ("train_dynamo", xt, True, True)):
+    files = [("eval_dynamo", xi, True, False, False), ("eval_legacy", xi, False, False, False),
+             ("train_legacy", xt, False, True, False), ("train_dynamo", xt, True, True, False)]
+    if shape["input"] == "tokens":  # attention folds the batch into the heads: static shapes fix the batch
+        files += [("eval_dynamo_dynamic", xi, True, False, True), ("train_dynamo_dynamic", xt, True, True, True)]
+    for file, args, dynamo, keep, dynamic in files:
         t0 = time.perf_counter()
         try:
-            _export_file(model, map(torch.from_numpy, args), os.path.join(exchange, file + ".onnx"), dynamo, keep)
+            _export_file(model, map(torch.from_numpy, args), os.path.join(exchange, file + ".onnx"), dynamo, keep,
+                         dynamic)
             spec["files"][file] = round(time.perf_counter() - t0, 1)
         except Exception as e:  # noqa: BLE001  (an exporter's failure is a result of the benchmark)
             spec["export_errors"][file] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
@@ -284,7 +301,7 @@ def sparkdl_worker(name, exchange):
     info = {"threading_layer": threading_layer(), "import_error": {}, "import_failure": {}, "serving_file": None}
     xi, out_i, _ = load_batch(os.path.join(exchange, "infer.npz"))
     infer_model = None
-    for file in ("eval_dynamo", "eval_legacy"):  # served (and run by onnxruntime): the first that imports
+    for file in SERVING_FILES:  # served (and run by onnxruntime): the first that imports
         model = _import(os.path.join(exchange, file + ".onnx"), info, file) if file in spec["files"] else None
         if model is not None:
             info["import_error"][file] = _relative(model(_one(xi)), out_i)
@@ -294,7 +311,7 @@ def sparkdl_worker(name, exchange):
         json.dump({"file": info["serving_file"]}, f)
     xt, out_t, y = load_batch(os.path.join(exchange, "train.npz"))
     train_model = None
-    for file in ("train_legacy", "train_dynamo"):  # the first that imports
+    for file in TRAINING_FILES:  # the first that imports
         if file in spec["files"] and train_model is None:
             train_model = _import(os.path.join(exchange, file + ".onnx"), info, file)
             info["train_file"] = file if train_model is not None else None
