@@ -123,6 +123,8 @@ def _torch_model(name, exchange=None):
                 m.running_var.uniform_(0.5, 2.0, generator=g)
             if isinstance(m, torch.nn.Dropout):
                 m.p = 0.0
+            if isinstance(m, torch.nn.MultiheadAttention):  # its attention dropout is a float, not a module
+                m.dropout = 0.0
     if exchange is not None:
         model.load_state_dict(torch.load(os.path.join(exchange, "state.pt")))
     return model, BENCH[name]
@@ -174,7 +176,9 @@ def export(name, exchange):
     files = [("eval_dynamo", xi, True, False, False), ("eval_legacy", xi, False, False, False),
              ("train_legacy", xt, False, True, False), ("train_dynamo", xt, True, True, False)]
     if shape["input"] == "tokens":  # attention folds the batch into the heads: static shapes fix the batch
-        files += [("eval_dynamo_dynamic", xi, True, False, True), ("train_dynamo_dynamic", xt, True, True, True)]
+        # optimize=False for eval too: onnxscript's optimizer merges equal initializers (BERT-mini's LayerNorm
+        # weights, all ones), which sparkdl refuses as shared weights; onnxruntime optimizes the graph itself
+        files += [("eval_dynamo_dynamic", xi, True, True, True), ("train_dynamo_dynamic", xt, True, True, True)]
     for file, args, dynamo, keep, dynamic in files:
         t0 = time.perf_counter()
         try:
