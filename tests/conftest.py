@@ -66,16 +66,3 @@ def _dataset_fixture(name):
 mnist_cached, fashion_mnist_cached, census_income_cached, rotten_tomatoes_cached = (
     _dataset_fixture(name) for name in ("mnist", "fashion_mnist", "census_income", "rotten_tomatoes"))
 
-
-#: Test files of a minute or more (``pytest --durations``, 2 workers), longest first: collected before the others,
-#: so that pytest-xdist's ``loadfile`` scheduling hands them out first and the short files fill the workers' last
-#: minutes (in name order three of them came last, and one worker finished minutes before the other).
-_LONG_FILES = ("test_notebooks.py", "test_plain_session.py", "test_standalone_cluster.py", "test_cli.py",
-               "test_engine_recovery.py", "test_bridge.py", "test_connect.py", "test_ml_examples.py",
-               "test_session_logs.py", "test_beyond_memory.py", "test_text_pipeline.py")
-
-
-def pytest_collection_modifyitems(session, config, items):
-    """Long files first (:data:`_LONG_FILES`), every file's tests in their own order."""
-    rank = {name: i for i, name in enumerate(_LONG_FILES)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
