@@ -25,6 +25,7 @@ from sparkdl.engine.shipping import check_shippable
 from sparkdl.engine.summary import TrainSummary
 from sparkdl.engine.task_errors import TrainingDivergedError
 from sparkdl.engine.triggers import TrainingState
+from sparkdl.nn.graph import Graph
 from sparkdl.nn.module import Module
 
 __all__ = ["DistributedTrainer", "TrainerOptions", "TrainingDivergedError"]
@@ -114,7 +115,8 @@ class DistributedTrainer(DriverLoop):
     Raises
     ------
     TypeError, ValueError
-        For invalid arguments (an unknown keyword argument names the options), before any Spark job runs.
+        For invalid arguments (an unknown keyword argument names the options), or a model with a
+        :class:`~sparkdl.nn.Graph` of fixed ``batch_size``, before any Spark job runs.
 
     Notes
     -----
@@ -131,6 +133,13 @@ class DistributedTrainer(DriverLoop):
         opts = resolve_options(options, kwargs)
         if model.dtype != np.float32:
             raise TypeError(f"DistributedTrainer: the model must be float32, got {model.dtype}")
+        fixed = [(name or "model", m.batch_size) for name, m in model.named_modules()
+                 if isinstance(m, Graph) and m.batch_size is not None]
+        if fixed:
+            raise ValueError(f"DistributedTrainer: {fixed[0][0]!r} computes batches of exactly {fixed[0][1]} rows "
+                             "(Graph.batch_size: an ONNX file exported with static shapes), but each iteration "
+                             "splits the batch across partitions; export the model with a dynamic batch axis "
+                             "(torch.onnx.export(..., dynamic_shapes=...) or dynamic_axes=...) to train it here")
         if opts.jvm_reduce:
             reason = supports(optimizer, opts.compress, opts.num_blocks)
             if reason is not None:

@@ -68,6 +68,12 @@ class Graph(Module):
         earlier nodes. Each module instance appears once (a module used twice would need shared weights).
     outputs : str or list of str
         Names of the values returned (nodes or graph inputs; repeats allowed).
+    batch_size : int, optional
+        The one batch size the nodes compute, for a graph whose nodes fix it (an ONNX file exported with static
+        shapes, where the exporter folded the batch into constant reshape targets; :func:`sparkdl.onnx.load`).
+        Evaluation at another batch size runs in chunks of ``batch_size`` rows, the last chunk padded with
+        copies of its last row whose outputs are dropped (exact when each sample's output depends on that sample
+        only, as in every network evaluated per sample); training needs exactly ``batch_size`` rows.
 
     Shapes
     ------
@@ -90,7 +96,9 @@ class Graph(Module):
         whose module is not a merge layer, a Graph or an ``OnnxOp`` with as many inputs (or the converse).
     ValueError
         A malformed or repeated name, an input that is not a graph input or an earlier node (nodes out of
-        topological order or unknown names), an unknown output, or a module instance used twice.
+        topological order or unknown names), an unknown output, or a module instance used twice; a
+        ``batch_size`` that is not a positive int. In ``forward(training=True)`` of a graph with a
+        ``batch_size``: inputs with another number of rows. In ``backward``: after an evaluation run in chunks.
 
     References
     ----------
@@ -98,8 +106,12 @@ class Graph(Module):
     ONNX ``GraphProto`` (topologically sorted nodes).
     """
 
-    def __init__(self, inputs, nodes, outputs):
+    def __init__(self, inputs, nodes, outputs, batch_size=None):
         super().__init__()
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                       or batch_size < 1):
+            raise ValueError(f"Graph: batch_size must be None or a positive int, got {batch_size!r}")
+        self.batch_size = batch_size
         self.input_names = _names("inputs", inputs)
         self.output_names = _names("outputs", outputs)
         if not isinstance(nodes, (list, tuple)):
@@ -149,8 +161,11 @@ class Graph(Module):
 
     # ------------------------------------------------------------------ persistence
     def get_config(self):
-        return {"inputs": list(self.input_names), "outputs": list(self.output_names),
-                "nodes": [[n, list(a)] for n, a in self.node_inputs.items()]}
+        config = {"inputs": list(self.input_names), "outputs": list(self.output_names),
+                  "nodes": [[n, list(a)] for n, a in self.node_inputs.items()]}
+        if self.batch_size is not None:
+            config["batch_size"] = self.batch_size
+        return config
 
     @classmethod
     def from_config(cls, config, children=None):
@@ -161,7 +176,8 @@ class Graph(Module):
         names = [n for n, _ in nodes]
         if names != list(children):
             raise ValueError(f"Graph.from_config: nodes {names} do not match the children {list(children)}")
-        return cls(config.get("inputs"), [(n, children[n], a) for n, a in nodes], config.get("outputs"))
+        return cls(config.get("inputs"), [(n, children[n], a) for n, a in nodes], config.get("outputs"),
+                   batch_size=config.get("batch_size"))
 
     # ------------------------------------------------------------------ compute
     def _unpack(self, x, what: str, count: int) -> tuple:
@@ -180,8 +196,41 @@ class Graph(Module):
                 raise TypeError(f"Graph: input {name!r} must be a numpy.ndarray, got {type(a).__name__}")
         return xs
 
+    def _rows(self, xs) -> int | None:
+        """The inputs' number of rows when it differs from a fixed ``batch_size`` (None: run them as they are)."""
+        if self.batch_size is None:
+            return None
+        rows = {name: (a.shape[0] if a.ndim else None) for name, a in zip(self.input_names, xs)}
+        if len(set(rows.values())) != 1 or None in rows.values():
+            raise ValueError(f"Graph: the inputs' rows {rows} differ; a graph of batch_size={self.batch_size} "
+                             "needs one batch axis 0 on every input")
+        n = next(iter(rows.values()))
+        return None if n == self.batch_size else n
+
+    def _chunked(self, run, xs, n: int):
+        """``run`` over chunks of ``batch_size`` rows of ``xs``, the last padded by repeating its last row (a
+        batch of 0 rows runs one chunk of zeros); the outputs' first ``n`` rows, concatenated."""
+        b, parts = self.batch_size, []
+        for start in range(0, max(n, 1), b):
+            chunk = [a[start:start + b] if n else np.zeros((b,) + a.shape[1:], a.dtype) for a in xs]
+            pad = b - len(chunk[0])
+            if pad:
+                chunk = [np.concatenate([c, np.repeat(c[-1:], pad, axis=0)]) for c in chunk]
+            ys = run(chunk[0] if len(chunk) == 1 else tuple(chunk))
+            parts.append(ys if isinstance(ys, tuple) else (ys,))
+        ys = tuple(np.concatenate([p[i] for p in parts])[:n] for i in range(len(parts[0])))
+        return ys[0] if len(ys) == 1 else ys
+
     def forward(self, x, *, training=False, rng=None):
         xs = self._inputs(x)
+        n = self._rows(xs)
+        if n is not None:
+            if training:
+                raise ValueError(f"Graph: this graph computes batches of exactly {self.batch_size} rows "
+                                 f"(batch_size, e.g. an ONNX export with static shapes); got {n} rows in training. "
+                                 "Train with batches of that size, or export the model with a dynamic batch axis "
+                                 "(torch.onnx.export(..., dynamic_shapes=...) or dynamic_axes=...)")
+            return self._chunked(lambda c: self.forward(c, rng=rng)[0], xs, n), None
         values = dict(zip(self.input_names, xs))
         caches = {}
         for name, module in self._modules.items():
@@ -195,6 +244,9 @@ class Graph(Module):
         """Nodes in order, each Conv2d (-> BatchNorm2d) (-> activation) chain whose inner values nothing else uses
         run as one folded convolution (:func:`sparkdl.nn.fusion.graph_runs`)."""
         xs = self._inputs(x)
+        n = self._rows(xs)
+        if n is not None:
+            return self._chunked(self.infer, xs, n)
         values = dict(zip(self.input_names, xs))
         runs = graph_runs(self)
         inner = {n for run in runs.values() for n in run[1:]}
@@ -210,6 +262,9 @@ class Graph(Module):
         return ys[0] if len(ys) == 1 else ys
 
     def backward(self, cache, grad_y, grad_params):
+        if cache is None:
+            raise ValueError(f"Graph: no backward through an evaluation run in chunks of batch_size="
+                             f"{self.batch_size}; run forward on exactly {self.batch_size} rows")
         caches, input_specs = cache
         grads: dict[str, np.ndarray] = {}
 
@@ -235,4 +290,6 @@ class Graph(Module):
     def __repr__(self) -> str:
         lines = [f"  ({name}): " + repr(m).replace("\n", "\n  ") + f" <- {self.node_inputs[name]}"
                  for name, m in self._modules.items()]
-        return (f"Graph(inputs={self.input_names}, outputs={self.output_names}\n" + "\n".join(lines) + "\n)")
+        fixed = "" if self.batch_size is None else f", batch_size={self.batch_size}"
+        return (f"Graph(inputs={self.input_names}, outputs={self.output_names}{fixed}\n" + "\n".join(lines)
+                + "\n)")

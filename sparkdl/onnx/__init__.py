@@ -41,6 +41,13 @@ __all__ = ["load", "save", "supported_ops", "OnnxImportError", "MIN_OPSET", "MAX
            "MAX_FILE_BYTES", "MAX_FOLDED_ELEMENTS"]
 
 
+def _static_batch(graph) -> bool:
+    """Whether the file declares every input's axis 0 with one static size (then its shape arithmetic may be
+    folded at that size)."""
+    dims = {graph.declared_batch.get(name) for name in graph.inputs}
+    return len(dims) == 1 and None not in dims
+
+
 def load(path_or_bytes, *, max_file_bytes: int = MAX_FILE_BYTES, max_folded_elements: int = MAX_FOLDED_ELEMENTS,
          external_data_dir=None):
     """Import an ONNX model as a float32 sparkdl module (evaluation-ready; train it like any module).
@@ -87,13 +94,32 @@ def load(path_or_bytes, *, max_file_bytes: int = MAX_FILE_BYTES, max_folded_elem
         operator or attribute (each named, with what is supported), a dynamic non-batch dimension, or an
         initializer whose shape does not fit the graph.
 
+    Notes
+    -----
+    The batch axis (axis 0 of every input) is dynamic: the module takes any number of rows. A file exported
+    with static shapes whose shape arithmetic the exporter folded into constants at its batch size (PyTorch's
+    attention reshapes to ``(L, N * heads, d)``) cannot be made batch-free; it imports as a
+    :class:`~sparkdl.nn.Graph` with ``batch_size`` set to that size, which evaluates any number of rows in
+    chunks of ``batch_size`` but trains on exactly ``batch_size`` rows (export with a dynamic batch axis,
+    ``torch.onnx.export(..., dynamic_shapes=...)``, to train at other sizes).
+
     References
     ----------
     ONNX IR and operator specifications, https://onnx.ai/onnx/; BigDL ``Module.loadTF``/``loadCaffe``.
     """
+    limits = dict(max_file_bytes=max_file_bytes, max_folded_elements=max_folded_elements,
+                  external_data_dir=external_data_dir)
     try:
-        return _build(read_graph(path_or_bytes, max_file_bytes=max_file_bytes,
-                                 max_folded_elements=max_folded_elements, external_data_dir=external_data_dir))
+        graph = read_graph(path_or_bytes, **limits)
+        try:
+            return _build(graph)
+        except OnnxImportError as dynamic:
+            if not _static_batch(graph):
+                raise
+            try:  # the exporter folded the batch into constants: import the graph at that batch size
+                return _build(read_graph(path_or_bytes, fixed_batch=True, **limits))
+            except OnnxImportError:
+                raise dynamic from None
     except MemoryError:
         raise OnnxImportError("out of memory while importing the model; a file this large needs more memory (or "
                               "lower max_folded_elements to refuse such files early)") from None

@@ -179,11 +179,11 @@ def build(graph: OnnxGraph) -> nn.Module:
     if missing:
         raise OnnxImportError(f"graph outputs {missing} are constants; supported: outputs computed from the inputs")
     outputs = [value[o] for o in graph.outputs]
-    chain = (len(inputs) == 1 and len(outputs) == 1 and outputs[0] == names[-1]
+    chain = (graph.batch_size is None and len(inputs) == 1 and len(outputs) == 1 and outputs[0] == names[-1]
              and all(layer.inputs == [layers[i - 1].output if i else graph.inputs[0]]
                      for i, layer in enumerate(layers))
              and names == [str(i) for i in range(len(names))])
     if chain:
         return nn.Sequential(*modules)
     return nn.Graph(inputs, [(n, m, [value[i] for i in layer.inputs]) for n, m, layer in zip(names, modules, layers)],
-                    outputs)
+                    outputs, batch_size=graph.batch_size)

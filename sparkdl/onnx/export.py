@@ -68,11 +68,13 @@ class Emitter:
         return outs[0] if num_outputs == 1 else outs
 
     def model(self, inputs: list[tuple[str, tuple]], outputs: list[str], output_names: list[str],
-              output_shapes: list[tuple]):
-        """The ``ModelProto``: inputs get a dynamic batch axis ``N``; output values are renamed."""
+              output_shapes: list[tuple], batch: int | None = None):
+        """The ``ModelProto``: inputs get a dynamic batch axis ``N`` (or the static ``batch``); output values are
+        renamed."""
         onnx = require_onnx()
         from onnx import helper, numpy_helper
         produced = {o for n in self.nodes for o in n["outputs"]}
+        n_axis = "N" if batch is None else batch
         renamed = {}
         for value, new in zip(outputs, output_names):
             if value in produced and outputs.count(value) == 1:
@@ -88,8 +90,8 @@ class Emitter:
         graph = helper.make_graph(
             nodes, "sparkdl",
             [helper.make_tensor_value_info(name, onnx.TensorProto.INT64 if name in self.dtypes else
-                                           onnx.TensorProto.FLOAT, ["N", *shape]) for name, shape in inputs],
-            [helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, ["N", *shape[1:]])
+                                           onnx.TensorProto.FLOAT, [n_axis, *shape]) for name, shape in inputs],
+            [helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, [n_axis, *shape[1:]])
              for name, shape in zip(output_names, output_shapes)],
             [numpy_helper.from_array(a, name) for name, a in self.initializers.items()])
         opsets = [helper.make_opsetid("", self.opset)]
@@ -125,7 +127,8 @@ def save(model: Module, path, input_shape, *, opset: int = EXPORT_OPSET, externa
     path : str or os.PathLike
         Target file (written atomically: a temp file next to it, then renamed).
     input_shape : tuple of int, or list of tuples for a multi-input Graph
-        Per-sample input shape without the batch axis, e.g. ``(1, 28, 28)``; the batch axis is dynamic (``N``).
+        Per-sample input shape without the batch axis, e.g. ``(1, 28, 28)``; the batch axis is dynamic (``N``),
+        or static for a :class:`~sparkdl.nn.Graph` with a ``batch_size`` (an import of a static-shape export).
         An input read by an :class:`~sparkdl.nn.Embedding` is int64 token ids (e.g. ``(T,)``), any other
         float32.
     opset : int, default :data:`EXPORT_OPSET`
@@ -173,7 +176,8 @@ def save(model: Module, path, input_shape, *, opset: int = EXPORT_OPSET, externa
     em = Emitter(opset)
     names = list(model.input_names) if isinstance(model, Graph) else ["input"]
     em.dtypes.update({n: np.dtype(np.int64) for n in integer_inputs(model, names)})
-    outs, out_shapes = export_module(model, "", names, [(1, *s) for s in shapes], em)
+    batch = model.batch_size if isinstance(model, Graph) else None  # a graph of one fixed batch keeps it
+    outs, out_shapes = export_module(model, "", names, [(batch or 1, *s) for s in shapes], em)
     if not all(isinstance(o, str) for o in outs):
         raise ValueError("sparkdl.onnx.save: the model returns a recurrent layer's (output, state) pair; end it "
                          "with nn.RNNOutput('last') or nn.RNNOutput('output') to export one array")
@@ -193,7 +197,7 @@ def save(model: Module, path, input_shape, *, opset: int = EXPORT_OPSET, externa
     elif not external_data and weight_bytes > inline_limit:
         raise ValueError(f"sparkdl.onnx.save: the weights hold {weight_bytes} bytes, over protobuf's {MAX_PROTO_BYTES}"
                          "-byte limit for one .onnx file; pass external_data=True (or None) to write them beside it")
-    proto = em.model(list(zip(names, shapes)), outs, out_names, out_shapes)
+    proto = em.model(list(zip(names, shapes)), outs, out_names, out_shapes, batch)
     path = os.fspath(path)
     if external_data:
         return _save_external(onnx, proto, path)

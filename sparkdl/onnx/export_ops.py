@@ -185,10 +185,27 @@ def _first_leaf(module):
     return module
 
 
+#: Generic operators whose computed input has the type of their constant input (ONNX's type constraint T).
+_SAME_TYPE_OPS = frozenset({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Add", "Sub", "Mul", "Div",
+                            "Mod"})
+
+
+def _reads_integers(m) -> bool:
+    """Whether module ``m`` reads its computed input as integers: an Embedding, or a generic comparison or
+    arithmetic node against an integer constant (an imported attention mask's ``Equal(mask, 0)``)."""
+    leaf = _first_leaf(m)
+    if isinstance(leaf, nn.Embedding):
+        return True
+    return isinstance(leaf, nn.OnnxOp) and leaf.op_type in _SAME_TYPE_OPS and any(
+        isinstance(e, dict) and "dtype" in e and np.issubdtype(np.dtype(e["dtype"]), np.integer)
+        for e in leaf.inputs)
+
+
 def integer_inputs(model, names: list) -> list:
-    """The inputs of ``model`` read by an Embedding (int64 token ids in the exported file)."""
+    """The inputs of ``model`` read as integers (int64 in the exported file): token ids read by an Embedding,
+    masks compared with integer constants."""
     if isinstance(model, nn.Graph):
-        return [n for n in names if any(n in model.node_inputs[c] and isinstance(_first_leaf(m), nn.Embedding)
+        return [n for n in names if any(n in model.node_inputs[c] and _reads_integers(m)
                                         for c, m in model._modules.items())]
     return list(names) if isinstance(_first_leaf(model), nn.Embedding) else []
 

@@ -333,6 +333,19 @@ def _merged_factor(shape, target):
     return None if pre_in % pre or post_in % post else pre_in // pre * (post_in // post)
 
 
+def _keeps_fixed_batch(ctx, x, target, allowzero) -> bool:
+    """For a graph of one fixed batch: whether Reshape(x, target) keeps axis 0 (the batch) and reshapes each
+    sample alone, so that it can be a :class:`~sparkdl.nn.Reshape` layer."""
+    shape = ctx.graph.shapes.get(x)
+    if shape is None or None in shape or not target or (allowzero and 0 in target):
+        return False
+    rest = [shape[i] if t == 0 and i < len(shape) else t for i, t in enumerate(target)][1:]
+    if target[0] not in (0, shape[0]) or any(t < -1 for t in rest):
+        return False
+    known, size = int(np.prod([t for t in rest if t != -1])), int(np.prod(shape[1:]))
+    return size % known == 0 if -1 in rest else known == size
+
+
 @converter("Reshape", attrs={"allowzero": 0})
 def _reshape(node, a, ctx):
     if ctx.is_const(node.input[0]) or not ctx.is_const(node.input[1]):
@@ -340,6 +353,8 @@ def _reshape(node, a, ctx):
         return generic(node, ctx, {"allowzero": int(a["allowzero"])})
     x = ctx.activation(node, 0)
     target = [int(t) for t in np.asarray(ctx.const(node, 1, "shape")).reshape(-1)]
+    if ctx.graph.batch_size is not None and not _keeps_fixed_batch(ctx, x, target, a["allowzero"]):
+        return generic(node, ctx, {"allowzero": int(a["allowzero"])})  # the whole fixed batch, as written
     if not batch_first(ctx, x):  # e.g. (T, N, D, H) -> [0, 0, -1]: every unknown axis must be copied (0)
         shape = ctx.graph.shapes.get(x)
         zero_means_copy = not a["allowzero"] or 0 not in target  # allowzero only matters for a 0 in the target

@@ -59,7 +59,9 @@ class OnnxGraph:
     dimension shape inference could not fix; ``inputs``/``outputs`` are the graph's activation inputs
     (initializers excluded) and outputs in order; ``initializers`` the names of the constants that are
     initializers (weights) rather than ``Constant`` nodes; ``input_types`` each input's numpy dtype, ``types``
-    every typed value's ONNX element type (TensorProto code).
+    every typed value's ONNX element type (TensorProto code); ``batch_size`` the static batch that every input
+    keeps when the graph is read with ``fixed_batch=True`` (None: the batch axis is dynamic); ``declared_batch``
+    each input's axis 0 as the file declares it (None = dynamic).
     """
 
     nodes: list
@@ -73,6 +75,8 @@ class OnnxGraph:
     types: dict = None
     max_folded_elements: int = MAX_FOLDED_ELEMENTS
     folded_elements: int = 0
+    batch_size: int | None = None
+    declared_batch: dict = None
 
     def reserve(self, elements: int, what: str) -> None:
         """Count ``elements`` more computed-constant elements against ``max_folded_elements`` *before* they
@@ -270,8 +274,16 @@ def _constants(model, what: str) -> dict:
     return out
 
 
+def _static_batch(sizes: dict, what: str) -> int:
+    """The one static size of every input's axis 0 (OnnxImportError when they differ or one is dynamic)."""
+    if not sizes or None in sizes.values() or len(set(sizes.values())) != 1:
+        raise OnnxImportError(f"{what}: the inputs' batch sizes {sizes} (None = dynamic) are not one static size")
+    return int(next(iter(sizes.values())))
+
+
 def read_graph(source, *, max_file_bytes: int = MAX_FILE_BYTES,
-               max_folded_elements: int = MAX_FOLDED_ELEMENTS, external_data_dir=None) -> OnnxGraph:
+               max_folded_elements: int = MAX_FOLDED_ELEMENTS, external_data_dir=None,
+               fixed_batch: bool = False) -> OnnxGraph:
     """Parse, check and shape-infer an ONNX model from a path or bytes.
 
     Parameters
@@ -284,6 +296,10 @@ def read_graph(source, *, max_file_bytes: int = MAX_FILE_BYTES,
     external_data_dir : str or os.PathLike, optional
         The directory trusted to hold external tensor data (:mod:`sparkdl.onnx.external`); without it, a
         tensor with external data is refused.
+    fixed_batch : bool, default False
+        Keep the inputs' axis 0 as the file declares it (every input the same static size, stored as
+        ``batch_size``) instead of making it the dynamic batch axis: for exports whose shape arithmetic was
+        folded into constants at one batch size.
 
     Raises
     ------
@@ -319,7 +335,7 @@ def read_graph(source, *, max_file_bytes: int = MAX_FILE_BYTES,
             shapes[vi.name] = dims
     for name, arr in constants.items():
         shapes[name] = arr.shape
-    inputs, input_types = [], {}
+    inputs, input_types, declared = [], {}, {}
     for vi in g.input:
         elem, dims = _shape(vi)
         if vi.name in constants:  # IR < 4 lists initializers as inputs too (checked in _declared_initializers)
@@ -334,11 +350,14 @@ def read_graph(source, *, max_file_bytes: int = MAX_FILE_BYTES,
                                   "supports a dynamic batch axis 0 only: every other dimension must be fixed "
                                   "(export with dynamic_axes={name: {0: 'N'}} only)")
         inputs.append(vi.name)
-        shapes[vi.name] = (None,) + dims[1:]
+        declared[vi.name] = dims[0]
+        shapes[vi.name] = dims if fixed_batch else (None,) + dims[1:]
+    batch_size = _static_batch(declared, what) if fixed_batch else None
     graph = OnnxGraph(nodes=[], constants=constants, shapes=shapes, inputs=inputs,
                       outputs=[o.name for o in g.output], opset=opset,
                       initializers=frozenset(t.name for t in g.initializer), input_types=input_types,
-                      types=types, max_folded_elements=max_folded_elements)
+                      types=types, max_folded_elements=max_folded_elements, batch_size=batch_size,
+                      declared_batch=declared)
     for n in g.node:
         if n.op_type == "Identity" and n.input[0] in constants:
             # torch.onnx deduplicates equal initializers into Identity nodes: each copy is its own tensor
