@@ -10,8 +10,8 @@ Per model (processes in bench/zoo_sides.py; this parent imports none of the libr
    eval-mode exports with every default of ``torch.onnx.export(dynamo=True)`` and ``(dynamo=False)`` at the
    inference batch, and training exports that keep BatchNormalization (legacy ``TrainingMode.PRESERVE``; dynamo
    ``optimize=False``) at the training batch; for sequence models also the dynamo eval and training exports with
-   a symbolic batch axis, served and trained only when no static file imports (BERT-mini's attention folds the
-   batch into the heads, which a static shape fixes);
+   a symbolic batch axis, served and trained only when no static file imports (a static file whose exporter
+   folded the batch into constants, as BERT-mini's attention does, imports as a Graph of that fixed batch);
 2. three long-lived workers, each in a process of its own with this process's environment unchanged: PyTorch
    (never imports sparkdl, so it runs in its default environment), onnxruntime (the dynamo eval file, or the
    legacy one if sparkdl cannot import the dynamo one; one session per thread count with

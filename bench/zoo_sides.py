@@ -16,7 +16,7 @@ onnxruntime. They share files in an exchange directory:
                       nodes kept, so the imported network trains them)
 ``train_dynamo.onnx`` ``dynamo=True, optimize=False`` at the training batch (the same, from the other exporter)
 ``*_dynamic.onnx``    sequence models only: ``eval_dynamo`` and ``train_dynamo`` with axis 0 of every input symbolic
-                      (``dynamic_shapes``), served and trained when no static file imports
+                      (``dynamic_shapes``), served and trained only when no static file imports
 """
 from __future__ import annotations
 
@@ -51,8 +51,9 @@ BENCH = {
 }
 
 #: The eval files sparkdl tries to serve (and onnxruntime then runs), and the training files, in order: the
-#: ``*_dynamic`` ones (batch axis symbolic, exported for sequence models only) are fallbacks for graphs whose static
-#: shapes fix the batch where sparkdl needs it free (BERT-mini's attention folds the batch into the heads).
+#: ``*_dynamic`` ones (batch axis symbolic, exported for sequence models only) are fallbacks. A static file whose
+#: exporter folded the batch into reshape targets (BERT-mini's attention folds it into the heads) imports as a
+#: ``Graph`` of that fixed ``batch_size``, which is the batch this benchmark runs it at.
 SERVING_FILES = ("eval_dynamo", "eval_legacy", "eval_dynamo_dynamic")
 TRAINING_FILES = ("train_legacy", "train_dynamo", "train_dynamo_dynamic")
 
@@ -176,9 +177,7 @@ def export(name, exchange):
     files = [("eval_dynamo", xi, True, False, False), ("eval_legacy", xi, False, False, False),
              ("train_legacy", xt, False, True, False), ("train_dynamo", xt, True, True, False)]
     if shape["input"] == "tokens":  # attention folds the batch into the heads: static shapes fix the batch
-        # optimize=False for eval too: onnxscript's optimizer merges equal initializers (BERT-mini's LayerNorm
-        # weights, all ones), which sparkdl refuses as shared weights; onnxruntime optimizes the graph itself
-        files += [("eval_dynamo_dynamic", xi, True, True, True), ("train_dynamo_dynamic", xt, True, True, True)]
+        files += [("eval_dynamo_dynamic", xi, True, False, True), ("train_dynamo_dynamic", xt, True, True, True)]
     for file, args, dynamo, keep, dynamic in files:
         t0 = time.perf_counter()
         try:

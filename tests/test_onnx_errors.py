@@ -186,9 +186,15 @@ def test_constant_add_reshape_and_optional_outputs():
     _error(m.SerializeToString(), r"node 'mp' \(MaxPool\): output 'idx' \(an optional output\) is used")
 
 
-def test_shared_initializer_is_refused():
-    w = ("w", np.eye(3, dtype=np.float32))
+def test_a_shared_initializer_imports_as_independent_copies_with_a_warning():
+    """dynamo's optimizer merges equal initializers into one tensor used twice: each use gets its own copy."""
+    w = np.random.default_rng(1).standard_normal((3, 3)).astype(np.float32)
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="m1"),
              helper.make_node("MatMul", ["h", "w"], ["y"], name="m2")]
-    _error(make_model(nodes, [("x", ["N", 3])], [("y", ["N", 3])], [w]),
-           r"initializer 'w' is used by node 'm1' \(MatMul\) and node 'm2' \(MatMul\); shared weights")
+    data = make_model(nodes, [("x", ["N", 3])], [("y", ["N", 3])], [("w", w)])
+    with pytest.warns(UserWarning, match=r"initializer 'w' is used by node 'm1' \(MatMul\) and node 'm2' "
+                                         r"\(MatMul\): imported as independent copies"):
+        model = sonnx.load(data)
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    np.testing.assert_allclose(model(x), x @ w @ w, rtol=1e-5, atol=1e-6)
+    assert model.num_parameters() == 18  # two 3x3 copies, each its own parameter

@@ -3,8 +3,9 @@
 Element-wise kernels take flat (raveled, contiguous) arrays and run in parallel over elements. The
 softmax kernels take a contiguous ``(outer, D, inner)`` view of the input, normalise along the middle axis
 and run in parallel over the ``outer * inner`` rows (sums accumulate in float64). GELU evaluates in float64
-and rounds once; ``exp``-based kernels call the input dtype's ``exp``/``expm1`` (float32 ``expf`` is about
-twice as fast and, as in PyTorch, accurate to float32 rounding).
+and rounds once (for float32 arrays with a rational ``erf`` that vectorises, :func:`gelu_kernels`);
+``exp``-based kernels call the input dtype's ``exp``/``expm1`` (float32 ``expf`` is about twice as fast and, as
+in PyTorch, accurate to float32 rounding).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ __all__ = [
     "leaky_relu_forward", "leaky_relu_backward",
     "elu_forward", "elu_backward",
     "gelu_forward", "gelu_backward", "gelu_tanh_forward", "gelu_tanh_backward", "erf_forward",
+    "gelu_float32_forward", "gelu_float32_backward", "erf_float32_forward", "gelu_kernels", "erf_kernel",
     "tanh_forward", "tanh_backward",
     "sigmoid_forward", "sigmoid_backward",
     "silu_forward", "silu_backward", "softplus_forward", "softplus_backward", "prelu_forward", "prelu_backward",
@@ -100,6 +102,70 @@ def erf_forward(x):
     for i in prange(x.size):
         out[i] = math.erf(np.float64(x[i]))
     return out
+
+
+@njit(inline="always")
+def _erf_rational(z):
+    """erf(z) by the odd/even rational approximation of Eigen's ``generic_fast_erf_float`` (TensorFlow/XLA),
+    evaluated in float64 on z clamped to [-4, 4]: absolute error below 2e-7, no branch or call, so the loops
+    around it vectorise (about 15x faster than ``math.erf``)."""
+    z = min(max(z, -4.0), 4.0)
+    z2 = z * z
+    p = z2 * -2.72614225801306e-10 + 2.77068142495902e-08
+    p = z2 * p - 2.10102402082508e-06
+    p = z2 * p - 5.69250639462346e-05
+    p = z2 * p - 7.34990630326855e-04
+    p = z2 * p - 2.95459980854025e-03
+    p = z2 * p - 1.60960333262415e-02
+    q = z2 * -1.45660718464996e-05 - 2.13374055278905e-04
+    q = z2 * q - 1.68282697438203e-03
+    q = z2 * q - 7.37332916720468e-03
+    q = z2 * q - 1.42647390514189e-02
+    return z * p / q
+
+
+@njit_parallel
+def erf_float32_forward(x):
+    """The error function of a float32 array by :func:`_erf_rational` (absolute error < 2e-7); flat arrays."""
+    out = np.empty_like(x)
+    for i in prange(x.size):
+        out[i] = _erf_rational(np.float64(x[i]))
+    return out
+
+
+@njit_parallel
+def gelu_float32_forward(x):
+    """GELU of a float32 array with :func:`_erf_rational` (absolute error < 5e-7 against the float64 formula, at
+    most about one float32 ulp of the output for x > 0)."""
+    out = np.empty_like(x)
+    for i in prange(x.size):
+        v = np.float64(x[i])
+        out[i] = 0.5 * v * (1.0 + _erf_rational(v * _SQRT_HALF))
+    return out
+
+
+@njit_parallel
+def gelu_float32_backward(x, grad_y):
+    """``Phi(x) + x * phi(x)`` with :func:`_erf_rational` for ``Phi``, for float32 arrays."""
+    out = np.empty_like(grad_y)
+    for i in prange(x.size):
+        v = np.float64(x[i])
+        cdf = 0.5 * (1.0 + _erf_rational(v * _SQRT_HALF))
+        pdf = _INV_SQRT_2PI * math.exp(-0.5 * v * v)
+        out[i] = grad_y[i] * (cdf + v * pdf)
+    return out
+
+
+def gelu_kernels(dtype) -> tuple:
+    """``(forward, backward)`` of exact GELU for arrays of ``dtype``: the vectorised rational ``erf`` for float32,
+    ``math.erf`` (float64 accurate) otherwise."""
+    return ((gelu_float32_forward, gelu_float32_backward) if np.dtype(dtype) == np.float32
+            else (gelu_forward, gelu_backward))
+
+
+def erf_kernel(dtype):
+    """The elementwise ``erf`` kernel for arrays of ``dtype`` (see :func:`gelu_kernels`)."""
+    return erf_float32_forward if np.dtype(dtype) == np.float32 else erf_forward
 
 
 @njit_parallel

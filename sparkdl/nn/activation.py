@@ -147,6 +147,12 @@ class GELU(_Elementwise):
         self._kernels = ((K.gelu_tanh_forward, K.gelu_tanh_backward) if approximate == "tanh"
                          else (K.gelu_forward, K.gelu_backward))
 
+    def _fwd(self, x):
+        return (K.gelu_kernels(x.dtype)[0] if self.approximate == "none" else self._kernels[0])(x)
+
+    def _bwd(self, saved, grad_y):
+        return (K.gelu_kernels(saved.dtype)[1] if self.approximate == "none" else self._kernels[1])(saved, grad_y)
+
     def get_config(self):
         return {"approximate": self.approximate}
 

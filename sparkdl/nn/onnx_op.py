@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sparkdl.kernels.activation import softmax_backward, softmax_forward
 from sparkdl.nn.module import Module
 from sparkdl.nn.onnx_op_einsum import EINSUM_OPS
 from sparkdl.nn.onnx_op_elementwise import ELEMENTWISE_OPS, unbroadcast
@@ -138,16 +139,25 @@ def _concat():
     return forward, backward
 
 
+def _rows(x, axis: int) -> np.ndarray:
+    """``x`` as (outer, D, inner) around ``axis``, contiguous, for the row kernels."""
+    axis %= x.ndim
+    return np.ascontiguousarray(x).reshape(int(np.prod(x.shape[:axis])), x.shape[axis], -1)
+
+
 def _softmax():
+    """ONNX Softmax (opset >= 13: along one axis) with sparkdl's row kernels (:mod:`sparkdl.kernels.activation`,
+    parallel over rows, the maximum subtracted, float64 sums)."""
     def forward(xs, a):
-        axis = a.get("axis", -1)
-        e = np.exp(xs[0] - xs[0].max(axis=axis, keepdims=True))
-        y = e / e.sum(axis=axis, keepdims=True)
+        x = xs[0]
+        y = softmax_forward(_rows(x, a.get("axis", -1))).reshape(x.shape) if x.size else x.copy()
         return y, y
 
     def backward(y, g, a):
+        if not y.size:
+            return (g.copy(),)
         axis = a.get("axis", -1)
-        return (y * (g - (g * y).sum(axis=axis, keepdims=True)),)
+        return (softmax_backward(_rows(y, axis), _rows(g.astype(y.dtype, copy=False), axis)).reshape(y.shape),)
     return forward, backward
 
 

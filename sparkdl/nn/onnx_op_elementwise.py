@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from sparkdl.kernels.activation import erf_forward
+from sparkdl.kernels.activation import erf_kernel
 
 __all__ = ["ELEMENTWISE_OPS", "unbroadcast"]
 
@@ -82,7 +82,7 @@ def _erf():
 
     def forward(xs, a):
         x = np.ascontiguousarray(xs[0])
-        return erf_forward(x.reshape(-1)).reshape(x.shape), xs[0]
+        return erf_kernel(x.dtype)(x.reshape(-1)).reshape(x.shape), xs[0]
     return forward, (lambda x, g, a: (g * (scale * np.exp(-x * x)).astype(g.dtype),))
 
 

@@ -18,7 +18,8 @@ from sparkdl.nn.module import Module
 
 __all__ = ["TransformerEncoderLayer", "TransformerEncoder"]
 
-_ACTIVATIONS = {"relu": (KA.relu_forward, KA.relu_backward, True), "gelu": (KA.gelu_forward, KA.gelu_backward, False)}
+#: activation -> (dtype -> (forward, backward) kernels, whether backward reads the output rather than the input)
+_ACTIVATIONS = {"relu": (lambda dtype: (KA.relu_forward, KA.relu_backward), True), "gelu": (KA.gelu_kernels, False)}
 
 
 class TransformerEncoderLayer(Module):
@@ -117,9 +118,9 @@ class TransformerEncoderLayer(Module):
         return layer.backward(cache, g.reshape(*lead, g.shape[-1]), None).reshape(g.shape)
 
     def _ff(self, z, lead, training, rng):
-        fwd, _, from_output = _ACTIVATIONS[self.activation]
+        kernels, from_output = _ACTIVATIONS[self.activation]
         h, c1 = self.linear1.forward(z, training=training, rng=rng)
-        a = fwd(h.reshape(-1)).reshape(h.shape)
+        a = kernels(h.dtype)[0](h.reshape(-1)).reshape(h.shape)
         ad, c2 = self._drop(self.dropout, a, lead, training, rng)
         f, c3 = self.linear2.forward(ad, training=training, rng=rng)
         f, c4 = self._drop(self.dropout2, f, lead, training, rng)
@@ -127,7 +128,7 @@ class TransformerEncoderLayer(Module):
 
     def _ff_backward(self, cache, g, grad_params):
         c1, act_in, c2, c3, c4, lead = cache
-        _, bwd, _ = _ACTIVATIONS[self.activation]
+        bwd = _ACTIVATIONS[self.activation][0](act_in.dtype)[1]
         g = self._drop_backward(self.dropout2, c4, g, lead)
         g = self.linear2.backward(c3, g, self.child_grad(grad_params, "linear2"))
         g = self._drop_backward(self.dropout, c2, g, lead)

@@ -94,6 +94,13 @@ def load(path_or_bytes, *, max_file_bytes: int = MAX_FILE_BYTES, max_folded_elem
         operator or attribute (each named, with what is supported), a dynamic non-batch dimension, or an
         initializer whose shape does not fit the graph.
 
+    Warns
+    -----
+    UserWarning
+        An initializer used by several nodes (the dynamo exporter's optimizer merges equal tensors, e.g. fresh
+        LayerNorm weights; a model with tied weights): each use imports as its own copy, exact in evaluation;
+        in training the copies learn independently.
+
     Notes
     -----
     The batch axis (axis 0 of every input) is dynamic: the module takes any number of rows. A file exported

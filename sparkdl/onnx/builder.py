@@ -1,6 +1,7 @@
 """Graph building: converted :class:`~sparkdl.onnx.converters.Layer` specs -> a sparkdl module.
 
-Three phases, so a file that cannot be imported fails before anything is built:
+Three phases, so a file that cannot be imported fails before anything is built (after the rewrites of
+:mod:`sparkdl.onnx.patterns`, e.g. GELU's erf formula -> one ``Gelu`` node):
 
 1. every node's operator is in the converter table and its attributes are declared (all problems at once);
 2. every node converts to a ``Layer`` (shapes and constants validated, nothing built);
@@ -15,11 +16,13 @@ the operator; so parameters keep the exporting model's ``state_dict`` keys whene
 from __future__ import annotations
 
 import re
+import warnings
 
 from sparkdl import nn
 from sparkdl.onnx import (generic, ops, ops_activation, ops_sequence, ops_spatial,  # noqa: F401  (register converters)
                           ops_tensor)
 from sparkdl.onnx.converters import CONVERTERS, Context, describe, read_attributes, supported_ops
+from sparkdl.onnx.patterns import fuse_patterns
 from sparkdl.onnx.reader import OnnxGraph, OnnxImportError
 
 __all__ = ["build"]
@@ -66,9 +69,12 @@ def _convert(graph: OnnxGraph) -> list:
     for layer in layers:
         for name in layer.sources.values():
             if name in used and used[name] is not layer:
-                raise OnnxImportError(f"initializer {name!r} is used by {describe(used[name].node)} and "
-                                      f"{describe(layer.node)}; shared weights are not supported")
-            used[name] = layer
+                # dynamo's optimizer merges equal initializers (fresh LayerNorm weights, all ones) into one
+                warnings.warn(f"initializer {name!r} is used by {describe(used[name].node)} and "
+                              f"{describe(layer.node)}: imported as independent copies (exact in evaluation; in "
+                              "training each copy learns on its own, unlike weights tied in the source model)",
+                              UserWarning, stacklevel=2)
+            used.setdefault(name, layer)
     return layers
 
 
@@ -156,7 +162,7 @@ def build(graph: OnnxGraph) -> nn.Module:
         Unsupported operators or attributes (all listed), or a node that cannot be expressed by sparkdl's
         layers (names the node, the operator and what is supported).
     """
-    _check_supported(graph)
+    _check_supported(fuse_patterns(graph))
     layers = _convert(graph)
     modules = [_instantiate(layer) for layer in layers]
     used: set = set()
