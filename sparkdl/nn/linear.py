@@ -26,8 +26,9 @@ class Linear(Module):
 
     Shapes
     ------
-    - input: (N, D_in), any floating dtype equal to the layer's (float32 by default)
-    - output: (N, D_out)
+    - input: (N, D_in) or (N, *, D_in) (any number of leading axes, as ``torch.nn.Linear``; the map applies to
+      the last axis), any floating dtype equal to the layer's (float32 by default)
+    - output: (N, D_out) or (N, *, D_out)
     - ``weight``: (D_out, D_in), init U(-k, k) with k = 1/sqrt(D_in) (PyTorch's default,
       ``kaiming_uniform_(a=sqrt(5))``)
     - ``bias``: (D_out,), init U(-k, k)
@@ -35,11 +36,12 @@ class Linear(Module):
     Raises
     ------
     TypeError, ValueError
-        On a non-integer/non-positive size, or an input of the wrong rank, width or dtype.
+        On a non-integer/non-positive size, or an input of fewer than 2 axes, the wrong width or dtype.
 
     Notes
     -----
-    Forward and backward are three BLAS GEMMs (numpy ``matmul``); numba would not beat BLAS here.
+    Forward and backward are three BLAS GEMMs (numpy ``matmul``); numba would not beat BLAS here. An input of
+    more than two axes runs as one (rows, D_in) GEMM.
     Reference: ``torch.nn.Linear``.
     """
 
@@ -57,18 +59,25 @@ class Linear(Module):
         init.default_layer_init_(self.weight, self.bias if self.use_bias else None, rng)
 
     def forward(self, x, *, training=False, rng=None):
-        check_input(self, x, 2, axis=1, size=self.in_features)
-        y = matmul(x, self.weight.T)
+        check_input(self, x, tuple(range(2, max(x.ndim, 2) + 1)) if isinstance(x, np.ndarray) else 2, axis=-1,
+                    size=self.in_features)
+        x2 = x.reshape(-1, self.in_features) if x.ndim > 2 else x
+        y = matmul(x2, self.weight.T)
         if self.use_bias:
             y += self.bias
-        return y, x
+        return (y.reshape(*x.shape[:-1], self.out_features) if x.ndim > 2 else y), x
 
     def backward(self, cache, grad_y, grad_params):
+        if cache.ndim > 2:
+            g2 = np.ascontiguousarray(grad_y).reshape(-1, self.out_features)
+            self.backward_parameters(cache, g2, grad_params)
+            return matmul(g2, self.weight).reshape(cache.shape)
         self.backward_parameters(cache, grad_y, grad_params)
         return matmul(grad_y, self.weight)
 
     def backward_parameters(self, cache, grad_y, grad_params):
-        x = cache
+        x = cache.reshape(-1, self.in_features) if cache.ndim > 2 else cache
+        grad_y = grad_y.reshape(-1, self.out_features) if grad_y.ndim > 2 else grad_y
         g = self.grad_views(grad_params)
         matmul(grad_y.T, x, out=g["weight"])
         if self.use_bias:

@@ -26,7 +26,16 @@ def _out_shape(module, shape):
 
 
 # --------------------------------------------------------------------------------------------- leaves
+def _dense(em, path, x, weight, bias, name):
+    """``x @ weight.T + bias`` for an input of any rank (MatMul with the transposed weight, as torch writes it)."""
+    y = em.node("MatMul", [x, em.tensor(_join(path, name + "_t"), np.ascontiguousarray(weight.T))], path)
+    bias_name = name[:-len("weight")] + "bias" if name.endswith("weight") else name + "_bias"
+    return y if bias is None else em.node("Add", [y, em.tensor(_join(path, bias_name), bias)], path)
+
+
 def _linear(m, path, x, shape, em):
+    if len(shape) > 2:  # (N, *, D_in): Gemm takes matrices only
+        return _dense(em, path, x, m.weight, m.bias if m.use_bias else None, "weight")
     args = [x, _param(em, m, path, "weight")] + ([_param(em, m, path, "bias")] if m.use_bias else [])
     return em.node("Gemm", args, path, transB=1)
 

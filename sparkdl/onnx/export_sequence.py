@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from sparkdl import nn
-from sparkdl.onnx.export_ops import EXPORTERS, _join, _param
+from sparkdl.onnx.export_ops import EXPORTERS, _dense, _join, _param
 
 __all__: list[str] = []  # exporters register themselves
 
@@ -99,13 +99,6 @@ def _layer_norm(m, path, x, shape, em):
 
 def _reshape(em, path, x, target):
     return em.node("Reshape", [x, em.tensor(_join(path, "shape"), np.array(target))], path)
-
-
-def _dense(em, path, x, weight, bias, name):
-    """``x @ weight.T + bias`` for an input of any rank (MatMul with the transposed weight, as torch writes it)."""
-    y = em.node("MatMul", [x, em.tensor(_join(path, name + "_t"), np.ascontiguousarray(weight.T))], path)
-    bias_name = name[:-len("weight")] + "bias" if name.endswith("weight") else name + "_bias"
-    return y if bias is None else em.node("Add", [y, em.tensor(_join(path, bias_name), bias)], path)
 
 
 def _attention(m, path, x, shape, em):

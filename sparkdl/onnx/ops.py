@@ -111,17 +111,19 @@ def _gemm(node, a, ctx):
 
 @converter("MatMul", attrs={})
 def _matmul(node, a, ctx):
-    """x @ W with a constant W (in, out) -> Linear; a following Add of a constant becomes its bias.
-    Anything else (a product of two activations, a batched or N-D product) is a generic node."""
+    """x @ W with a constant W (in, out) -> Linear on the last axis of x (rank >= 2, the batch axis anywhere, as
+    attention's (L, N, E) projections); a following Add of a constant becomes its bias. Anything else (a product
+    of two activations, a batched weight) is a generic node."""
     x = node.input[0]
-    if ctx.is_const(x) or not ctx.is_const(node.input[1]) or not batch_first(ctx, x) or \
-            len(ctx.graph.shapes[x]) != 2:
+    shape = ctx.graph.shapes.get(x)
+    if ctx.is_const(x) or not ctx.is_const(node.input[1]) or shape is None or len(shape) < 2 or shape[-1] is None \
+            or np.ndim(ctx.graph.constants[node.input[1]]) != 2:
         return generic(node, ctx)
     w = ctx.const(node, 1, "B (the weight)")
-    in_features = ctx.shape(node, x)[1]
-    if w.ndim != 2 or w.shape[0] != in_features:
+    in_features = shape[-1]
+    if w.shape[0] != in_features:
         ctx.fail(node, f"weight {node.input[1]!r} has shape {w.shape}; supported: ({in_features}, out) for an "
-                       f"input of shape {ctx.shape(node, x)}")
+                       f"input of shape {shape}")
     tensors, output = {"weight": (_f32(w.T), node.input[1])}, node.output[0]
     add = ctx.sole_consumer(output)
     if add is not None and add.op_type == "Add":
