@@ -97,3 +97,41 @@ def test_row_cuts_fall_on_the_alignment():
     assert gemm._parts(300, 2, gemm.ROW_ALIGN) == [(0, 144), (144, 300)]
     assert gemm._parts(1000, 3, 48) == [(0, 336), (336, 672), (672, 1000)]
     assert gemm._parts(7, 2) == [(0, 4), (4, 7)]
+
+
+def test_linear_on_inputs_of_more_than_two_axes_is_the_rows_linear_with_torch_values_and_gradients():
+    """(N, *, D_in) as torch.nn.Linear: values and gradients equal to the 2-D layer on the flattened rows
+    (bitwise), to torch, and to central differences in float64."""
+    torch = pytest.importorskip("torch")
+    from tests.gradcheck import layer_gradcheck
+    layer = nn.Linear(5, 3).initialize(0)
+    x = np.random.default_rng(0).standard_normal((4, 2, 6, 5)).astype(np.float32)[:, :, ::2]  # non-contiguous
+    y, cache = layer.forward(x, training=True)
+    assert y.shape == (4, 2, 3, 3)
+    g = np.random.default_rng(1).standard_normal(y.shape).astype(np.float32)
+    gp = layer.zeros_like_parameters()
+    gx = layer.backward(cache, g, gp)
+    flat = layer.forward(np.ascontiguousarray(x).reshape(-1, 5), training=True)
+    gp2 = layer.zeros_like_parameters()
+    gx2 = layer.backward(flat[1], g.reshape(-1, 3), gp2)
+    np.testing.assert_array_equal(y.reshape(-1, 3), flat[0])
+    np.testing.assert_array_equal(gx.reshape(-1, 5), gx2)
+    np.testing.assert_array_equal(gp, gp2)
+    ref = torch.nn.Linear(5, 3)
+    with torch.no_grad():
+        ref.weight.copy_(torch.from_numpy(layer.weight))
+        ref.bias.copy_(torch.from_numpy(layer.bias))
+    xt = torch.from_numpy(x.copy()).requires_grad_(True)
+    yt = ref(xt)
+    yt.backward(torch.from_numpy(g))
+    np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+    views = layer.parameter_layout().views(gp)
+    np.testing.assert_allclose(views["weight"], ref.weight.grad.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(views["bias"], ref.bias.grad.numpy(), rtol=1e-5, atol=1e-5)
+    layer_gradcheck(nn.Linear(5, 3).astype(np.float64).initialize(2),
+                    np.random.default_rng(3).standard_normal((2, 3, 5)), training=True)
+    with pytest.raises(ValueError, match=r"Linear: expected input.shape\[-1\] == 5, got shape \(2, 3, 4\)"):
+        layer(np.zeros((2, 3, 4), np.float32))
+    with pytest.raises(ValueError, match="Linear: expected 2-D input, got 1-D"):
+        layer(np.zeros(5, np.float32))

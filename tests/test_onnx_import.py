@@ -182,3 +182,32 @@ def test_deduplicated_initializers_become_separate_parameters(preserve):
         assert model[4].eps == 1e-5 and model[4].momentum == 0.1
         for name, value in model.named_parameters():
             assert not np.shares_memory(value, model.state_dict()["1.weight"]) or name == "1.weight"
+
+
+def test_a_projection_of_a_time_major_tensor_imports_as_linear_and_exports_back(tmp_path):
+    """x (N, L, E) -> transpose (L, N, E) -> Linear: the MatMul by a constant weight and its bias Add become one
+    Linear on the last axis although the batch is axis 1; saved, it is MatMul + Add again and reimports equal."""
+    class TimeMajor(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(6, 4)
+
+        def forward(self, x):
+            return self.proj(x.transpose(0, 1)).transpose(0, 1)
+
+    torch.manual_seed(0)
+    net = TimeMajor().eval()
+    x = np.random.default_rng(0).standard_normal((3, 5, 6)).astype(np.float32)
+    model = sonnx.load(torch_to_onnx(net, x))
+    kinds = [type(m).__name__ + (":" + m.op_type if isinstance(m, nn.OnnxOp) else "") for m in model.children()]
+    assert kinds.count("Linear") == 1 and "OnnxOp:MatMul" not in kinds and "OnnxOp:Add" not in kinds, kinds
+    with torch.no_grad():
+        want = net(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(model(x), want, rtol=1e-5, atol=1e-6)
+    y, cache = model.forward(x, training=True)
+    gx = model.backward(cache, np.ones_like(y), model.zeros_like_parameters())
+    xt = torch.from_numpy(x).requires_grad_(True)
+    net(xt).sum().backward()
+    np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+    sonnx.save(model, tmp_path / "m.onnx", (5, 6))
+    np.testing.assert_allclose(sonnx.load(str(tmp_path / "m.onnx"))(x), want, rtol=1e-5, atol=1e-6)
