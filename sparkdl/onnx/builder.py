@@ -65,16 +65,16 @@ def _convert(graph: OnnxGraph) -> list:
                 ctx.fail(node, f"output {extra!r} (an optional output) is used; supported: the first output only")
         layers.extend(produced)
     layers = _live(layers, graph)
-    used = {}
+    used, shared = {}, []
     for layer in layers:
         for name in layer.sources.values():
             if name in used and used[name] is not layer:
-                # dynamo's optimizer merges equal initializers (fresh LayerNorm weights, all ones) into one
-                warnings.warn(f"initializer {name!r} is used by {describe(used[name].node)} and "
-                              f"{describe(layer.node)}: imported as independent copies (exact in evaluation; in "
-                              "training each copy learns on its own, unlike weights tied in the source model)",
-                              UserWarning, stacklevel=2)
+                shared.append(f"initializer {name!r} is used by {describe(used[name].node)} and {describe(layer.node)}")
             used.setdefault(name, layer)
+    if shared:  # dynamo's optimizer merges equal initializers (fresh LayerNorm weights, deep-copied layers)
+        more = f" (and {len(shared) - 1} more)" if len(shared) > 1 else ""
+        warnings.warn(f"{shared[0]}{more}: imported as independent copies (exact in evaluation; in training each "
+                      "copy learns on its own, unlike weights tied in the source model)", UserWarning, stacklevel=2)
     return layers
 
 
