@@ -95,6 +95,27 @@ def test_float32_gelu_and_erf_are_within_float32_rounding_of_the_float64_formula
     assert e.dtype == np.float32 and np.abs(e - np.vectorize(math.erf)(x64)).max() <= 2e-7
 
 
+@pytest.mark.parametrize("width", [1, 3, 4, 7, 128, 1000])
+def test_float32_softmax_rows_are_within_two_ulp_of_the_float64_softmax(width):
+    """float32 rows along the last axis take the vectorised exp: within 2 float32 ulp of the float64 softmax,
+    -inf entries give exact zeros, a NaN or an all -inf row gives NaN (as PyTorch)."""
+    from sparkdl.kernels import activation as K
+    x = (np.random.default_rng(width).standard_normal((64, width)) * 6).astype(np.float32)
+    x[1, : width // 2] = -np.inf
+    x[2, 0] = np.nan
+    x[3] = -np.inf
+    ref = np.exp(x.astype(np.float64) - x.max(1, keepdims=True).astype(np.float64))
+    ref /= ref.sum(1, keepdims=True)
+    y = nn.Softmax(-1)(x)
+    ok = ~np.isnan(ref)
+    assert np.array_equal(np.isnan(y), ~ok) and np.isnan(y[2]).all() and np.isnan(y[3]).all()
+    assert np.all(np.abs(y[ok] - ref[ok]) <= 2 * np.spacing(ref[ok].astype(np.float32)))
+    assert np.all(y[1, : width // 2] == 0)
+    yt = torch.softmax(torch.from_numpy(x[4:]), -1).numpy()
+    np.testing.assert_allclose(y[4:], yt, rtol=3e-6, atol=1e-30)  # PyTorch float32 exp: a few ulp
+    np.testing.assert_array_equal(K.softmax(x.reshape(64, width, 1)).reshape(64, width), y)
+
+
 def test_activation_argument_errors():
     with pytest.raises(ValueError, match="GELU: approximate must be 'none' or 'tanh', got 'fast'"):
         nn.GELU("fast")

@@ -318,7 +318,7 @@ class Softmax(_AlongDim):
     input. Reference: ``torch.nn.Softmax``.
     """
 
-    _kernels = (K.softmax_forward, K.softmax_backward)
+    _kernels = (K.softmax, K.softmax_backward)
 
 
 class LogSoftmax(_AlongDim):

@@ -176,7 +176,7 @@ class MultiheadAttention(Module):
         scores *= scale
         if mask is not None:
             scores += mask
-        p = KA.softmax_forward(scores.reshape(-1, length, 1)).reshape(scores.shape)
+        p = KA.softmax(scores.reshape(-1, length, 1)).reshape(scores.shape)
         keep = None
         if training and self.dropout > 0:
             if rng is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sparkdl.kernels.activation import softmax_backward, softmax_forward
+from sparkdl.kernels.activation import softmax, softmax_backward
 from sparkdl.nn.module import Module
 from sparkdl.nn.onnx_op_einsum import EINSUM_OPS
 from sparkdl.nn.onnx_op_elementwise import ELEMENTWISE_OPS, unbroadcast
@@ -150,7 +150,7 @@ def _softmax():
     parallel over rows, the maximum subtracted, float64 sums)."""
     def forward(xs, a):
         x = xs[0]
-        y = softmax_forward(_rows(x, a.get("axis", -1))).reshape(x.shape) if x.size else x.copy()
+        y = softmax(_rows(x, a.get("axis", -1))).reshape(x.shape) if x.size else x.copy()
         return y, y
 
     def backward(y, g, a):
