@@ -93,6 +93,9 @@ def test_float32_gelu_and_erf_are_within_float32_rounding_of_the_float64_formula
     from sparkdl.nn import OnnxOp
     e = OnnxOp("Erf")(x)
     assert e.dtype == np.float32 and np.abs(e - np.vectorize(math.erf)(x64)).max() <= 2e-7
+    special = np.array([np.nan, -np.inf, np.inf], np.float32)
+    np.testing.assert_array_equal(OnnxOp("Erf")(special), [np.nan, -1, 1])
+    assert np.isnan(nn.GELU()(special[:1])).all()
 
 
 @pytest.mark.parametrize("width", [1, 3, 4, 7, 128, 1000])

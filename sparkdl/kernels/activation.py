@@ -108,9 +108,10 @@ def erf_forward(x):
 @njit(inline="always")
 def _erf_rational(z):
     """erf(z) by the odd/even rational approximation of Eigen's ``generic_fast_erf_float`` (TensorFlow/XLA),
-    evaluated in float64 on z clamped to [-4, 4]: absolute error below 2e-7, no branch or call, so the loops
-    around it vectorise (about 15x faster than ``math.erf``)."""
-    z = min(max(z, -4.0), 4.0)
+    evaluated in float64 on z clamped to [-4, 4] (a NaN stays NaN): absolute error below 2e-7, no branch or call,
+    so the loops around it vectorise (about 15x faster than ``math.erf``)."""
+    z = z if not z < -4.0 else -4.0
+    z = z if not z > 4.0 else 4.0
     z2 = z * z
     p = z2 * -2.72614225801306e-10 + 2.77068142495902e-08
     p = z2 * p - 2.10102402082508e-06
@@ -432,8 +433,8 @@ def _backward_rows(y, grad_y, log):
 @njit(inline="always")
 def _exp_nonpositive(t):
     """``exp(t)`` for ``t <= 0`` (a NaN stays NaN) without a call or a branch, so loops of it vectorise:
-    ``exp(t / 1024)`` by its Taylor polynomial of degree 12 (relative error < 3e-12 for t >= -745), squared ten
-    times (relative error < 3e-9, 1/20 of a float32 ulp); below -745 (``-inf`` included) as at -745,
+    ``exp(t / 1024)`` by its Taylor polynomial of degree 12 (relative error < 3e-12), squared ten times (relative
+    error < 3e-9 for t >= -708, 1/20 of a float32 ulp); below -745 (``-inf`` included) as at -745,
     ~5e-324, which any float32 result rounds to 0."""
     t = t if not t < -745.0 else -745.0
     z = t * (1.0 / 1024.0)
