@@ -41,7 +41,7 @@ __all__ = ["load", "save", "supported_ops", "OnnxImportError", "MIN_OPSET", "MAX
            "MAX_FILE_BYTES", "MAX_FOLDED_ELEMENTS"]
 
 
-def _static_batch(graph) -> bool:
+def _declares_static_batch(graph) -> bool:
     """Whether the file declares every input's axis 0 with one static size (then its shape arithmetic may be
     folded at that size)."""
     dims = {graph.declared_batch.get(name) for name in graph.inputs}
@@ -121,7 +121,7 @@ def load(path_or_bytes, *, max_file_bytes: int = MAX_FILE_BYTES, max_folded_elem
         try:
             return _build(graph)
         except OnnxImportError as dynamic:
-            if not _static_batch(graph):
+            if not _declares_static_batch(graph):
                 raise
             try:  # the exporter folded the batch into constants: import the graph at that batch size
                 return _build(read_graph(path_or_bytes, fixed_batch=True, **limits))
