@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from sparkdl import nn
-from sparkdl.nn import conv_im2col
+from sparkdl.nn import conv_chunks, conv_im2col
 from sparkdl.nn.conv import conv2d_backward, conv2d_forward
 from sparkdl.nn.conv_algorithm import ConvShape, eligible_algorithms, live_taps, plan, winograd_tile_use
 from tests.gradcheck import layer_gradcheck
@@ -158,7 +158,7 @@ def test_chunks_of_large_weights_hold_enough_columns():
     *_, nb = conv_im2col.im2col_plan(geom, (64, 256, 2, 2), 2, 2, 256, 4)  # weights 2.4 MB: >= 256 columns
     assert nb == 64
     *_, wq, _, _, nb = conv_im2col.im2col_plan(geom, (64, 64, 8, 8), 8, 8, 64, 4)  # weights 147 KB: L2 chunks
-    assert wq == 10 and nb == conv_im2col._CHUNK_BYTES // ((64 * 9 + 64) * 8 * wq * 4) == 2
+    assert wq == 10 and nb == conv_chunks._CHUNK_BYTES // ((64 * 9 + 64) * 8 * wq * 4) == 2
 
 
 def _depthwise_in_order(x, w, b, stride, padding, dilation, ho, wo):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from sparkdl import nn
-from sparkdl.nn import conv_algorithm, conv_im2col
+from sparkdl.nn import conv_algorithm, conv_chunks
 from sparkdl.nn.conv import conv2d_backward, conv2d_forward
 
 torch = pytest.importorskip("torch")
@@ -104,7 +104,7 @@ def test_conv_multi_chunk_matches_pytorch(monkeypatch, samples_per_chunk, args):
     ho, wo = m.output_size(9, 8)
     _, _, wq, _, k, _ = m._plan(x.shape, ho, wo)
     per_sample = (k + m.out_channels) * ho * wq * 4  # bytes of im2col columns + GEMM output per sample
-    monkeypatch.setattr(conv_im2col, "_CHUNK_BYTES", per_sample * samples_per_chunk)
+    monkeypatch.setattr(conv_chunks, "_CHUNK_BYTES", per_sample * samples_per_chunk)
     assert m._plan(x.shape, ho, wo)[-1] == samples_per_chunk
     _torch_conv_check(m, x)
 
@@ -143,7 +143,7 @@ def test_winograd_equals_im2col_float64(monkeypatch, padding, hw):
     rng = np.random.default_rng(4)
     m = nn.Conv2d(9, 5, 3, padding=padding).initialize(1).astype(np.float64)
     x = rng.standard_normal((3, 9) + hw)
-    monkeypatch.setattr(conv_im2col, "_CHUNK_BYTES", 1)  # one sample per chunk
+    monkeypatch.setattr(conv_chunks, "_CHUNK_BYTES", 1)  # one sample per chunk
     ho, wo = m.output_size(*hw)
     gy = rng.standard_normal((3, 5, ho, wo))
     results = []

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from sparkdl import nn
-from sparkdl.nn import conv_im2col as conv_module
+from sparkdl.nn import conv_chunks as conv_module
 
 
 def test_conv_transpose_is_the_adjoint_of_conv2d():

@@ -76,8 +76,12 @@ def test_the_parts_run_on_other_threads(threads, monkeypatch):
     (lambda: nn.Conv2d(64, 128, 1), (8, 64, 16, 16)),                          # pointwise, per sample
     (lambda: nn.Conv2d(128, 256, 1), (16, 128, 4, 4)),                         # pointwise, gathered
     (lambda: nn.Conv2d(64, 64, 3, padding=1, groups=4), (4, 64, 16, 16)),      # grouped im2col
+    (lambda: nn.Conv2d(16, 16, 3, padding=1, bias=False), (40, 16, 32, 32)),   # winograd, 40 one-sample chunks
+    (lambda: nn.Conv2d(16, 32, 3, stride=2, padding=1), (40, 16, 32, 32)),     # im2col, chunks in 3 waves
+    (lambda: nn.ConvTranspose2d(16, 8, 3, stride=2), (24, 16, 16, 16)),        # im2col_input_grad forward
     (lambda: nn.Linear(512, 384), (128, 512)),
-], ids=["winograd", "im2col", "pointwise", "pointwise-gathered", "grouped", "linear"])
+], ids=["winograd", "im2col", "pointwise", "pointwise-gathered", "grouped", "winograd-thin", "im2col-waves",
+        "transposed", "linear"])
 def test_layers_give_the_same_bits_at_one_and_two_threads(threads, layer, shape):
     m = layer().initialize(0)
     rng = np.random.default_rng(3)

@@ -1,8 +1,8 @@
-"""im2col + BLAS GEMM convolution drivers (any geometry), and the chunking every convolution driver shares.
+"""im2col + BLAS GEMM convolution drivers (any geometry).
 
 The numba kernels (padding, im2col, col2im, bias) are in :mod:`sparkdl.kernels.conv`; these drivers call BLAS
-(numpy ``matmul``) between them, one chunk of samples at a time. :class:`sparkdl.nn.Conv2d`,
-:class:`~sparkdl.nn.Conv1d` and :class:`~sparkdl.nn.ConvTranspose2d` use them.
+(numpy ``matmul``) between them, one chunk of samples at a time (:mod:`sparkdl.nn.conv_chunks`).
+:class:`sparkdl.nn.Conv2d`, :class:`~sparkdl.nn.Conv1d` and :class:`~sparkdl.nn.ConvTranspose2d` use them.
 """
 from __future__ import annotations
 
@@ -12,50 +12,14 @@ import numpy as np
 
 from sparkdl.kernels import conv as K
 from sparkdl.kernels.epilogue import NO_EPILOGUE
+from sparkdl.nn.conv_chunks import chunk_samples, chunks, run_chunks
 from sparkdl.nn.gemm import matmul
 
-__all__ = ["ConvGeometry", "im2col_plan", "im2col_forward", "im2col_backward", "im2col_input_grad", "chunk_samples",
-           "chunks"]
-
-#: Bytes of work buffers (im2col columns + GEMM output, or Winograd-transformed input + output) per chunk:
-#: a chunk stays in a core's L2 cache (2 MB here) between the kernels and the GEMMs (which run on one BLAS
-#: thread). 512 KB measured best for LeNet-5 and the small CNN (1 MB was 10-40% slower on the im2col layers).
-#: The same for every thread count: the weight gradient sums chunk by chunk, so a chunk size that followed the
-#: thread count would make the bits depend on it.
-_CHUNK_BYTES = 1 << 19
+__all__ = ["ConvGeometry", "im2col_plan", "im2col_forward", "im2col_backward", "im2col_input_grad"]
 
 #: Use the wide (stride-1) column layout while it wastes at most this fraction of GEMM columns.
 _MAX_WIDE_WASTE = 0.5
 
-#: A weight matrix (or Winograd-transformed filter bank) larger than this does not stay in cache between chunks:
-#: it is read from memory once per chunk, so such a layer's chunks hold at least ``_MIN_CHUNK_COLUMNS`` GEMM
-#: columns (output positions of the chunk's samples) to amortise that read and BLAS's packing of it. Layers
-#: with smaller weights (LeNet-5, the small CNN) keep the L2-sized chunks above, bit for bit. Measured (im2col
-#: forward + backward, float32, 1 thread, the two settings interleaved, medians of 7, on a loaded shared
-#: machine; floor vs L2-sized chunks): VGG-11 512 ch at 4x4 batch 32 408 vs 731 ms; ResNet-18 at 32x32 input
-#: 256 -> 512 stride 2 at 2x2 41 vs 51 ms, 128 ch at 4x4 96 vs 96 ms, 256 ch at 2x2 70 vs 61 ms (the one loss).
-_STREAMED_WEIGHT_BYTES = 1 << 19
-
-#: Minimum GEMM columns per chunk for a layer whose weights exceed ``_STREAMED_WEIGHT_BYTES``.
-_MIN_CHUNK_COLUMNS = 256
-
-
-def chunk_samples(n: int, bytes_per_sample: int, columns_per_sample: int = 1, weight_bytes: int = 0) -> int:
-    """Samples per chunk of ``n``: as many as keep one chunk's work buffers (``bytes_per_sample`` each) in the
-    cores' L2 caches; with weights over ``_STREAMED_WEIGHT_BYTES``, at least enough for ``_MIN_CHUNK_COLUMNS``
-    GEMM columns (``columns_per_sample`` each). Independent of the thread count (the weight gradient sums chunk
-    by chunk, so the bits depend on it)."""
-    nb = max(1, _CHUNK_BYTES // max(1, bytes_per_sample))
-    if weight_bytes > _STREAMED_WEIGHT_BYTES:
-        nb = max(nb, -(-_MIN_CHUNK_COLUMNS // max(1, columns_per_sample)))
-    return int(max(1, min(n, nb)))
-
-
-def chunks(n: int, nb: int, columns_per_sample: int):
-    """``(n0, b, lc)`` of every chunk of at most ``nb`` of ``n`` samples: first sample, samples, GEMM columns."""
-    for n0 in range(0, n, nb):
-        b = min(nb, n - n0)
-        yield n0, b, b * columns_per_sample
 
 class ConvGeometry(NamedTuple):
     """A 2-D convolution's window geometry: (height, width) pairs and the group count."""
@@ -112,44 +76,49 @@ def im2col_forward(x, weight, bias, geom: ConvGeometry, ho: int, wo: int, act=NO
     hp, wp, wq, plane, k, nb = plan
     wg = weight.reshape(g, co // g, k // g)
     y = np.empty((n, co, ho, wo), x.dtype)
-    xp = np.empty((nb, c, plane), x.dtype)
-    cols = np.empty(k * nb * ho * wq, x.dtype)
-    yw = np.empty(co * nb * ho * wq, x.dtype)
-    for n0, b, lc in chunks(n, nb, ho * wq):
+
+    def workspace():
+        return (np.empty((nb, c, plane), x.dtype), np.empty(k * nb * ho * wq, x.dtype),
+                np.empty(co * nb * ho * wq, x.dtype))
+
+    def body(chunk, ws, _):
+        (n0, b, lc), (xp, cols, yw) = chunk, ws
         colc, ywc = _columns(x, n0, b, geom, plan, ho, xp, cols), yw[:co * lc].reshape(co, lc)
         if g == 1:
             matmul(wg[0], colc, out=ywc)
         else:
             matmul(wg, colc.reshape(g, k // g, lc), out=ywc.reshape(g, co // g, lc))
         K.crop_bias(ywc, bias, n0, ho, wo, wq, y, *act)
+    run_chunks(chunks(n, nb, ho * wq), body, workspace)
     return y
 
 
 def im2col_backward(x, weight, grad_y, geom: ConvGeometry, grad_w, input_grad: bool = True):
     """Write ``grad_w`` (the weight gradient, ``weight``'s shape) and return ``grad_x`` (or None without
-    ``input_grad``) of :func:`im2col_forward`; ``grad_y`` is contiguous (N, C_out, ho, wo)."""
+    ``input_grad``) of :func:`im2col_forward`; ``grad_y`` is contiguous (N, C_out, ho, wo). The weight gradient
+    sums chunk by chunk in order (:func:`~sparkdl.nn.conv_chunks.run_chunks`)."""
     n, c = x.shape[:2]
     co, ho, wo = grad_y.shape[1:]
     g = geom.groups
     plan = im2col_plan(geom, x.shape, ho, wo, co, x.itemsize)
     hp, wp, wq, plane, k, nb = plan
     wg = weight.reshape(g, co // g, k // g)
-    gwt = np.zeros((g, k // g, co // g), x.dtype)  # grad_W^T: cols @ grad_y^T is the faster BLAS shape
     grad_x = np.empty_like(x) if input_grad else None
-    xp = np.empty((nb, c, plane), x.dtype)
-    cols = np.empty(k * nb * ho * wq, x.dtype)
-    gyw = np.empty(co * nb * ho * wq, x.dtype)
-    tmp = np.empty_like(gwt)
-    for n0, b, lc in chunks(n, nb, ho * wq):
+
+    def workspace():
+        return (np.empty((nb, c, plane), x.dtype), np.empty(k * nb * ho * wq, x.dtype),
+                np.empty(co * nb * ho * wq, x.dtype))
+
+    def body(chunk, ws, gwt):  # gwt: this chunk's grad_W^T (cols @ grad_y^T is the faster BLAS shape)
+        (n0, b, lc), (xp, cols, gyw) = chunk, ws
         colc, gywc = _columns(x, n0, b, geom, plan, ho, xp, cols), gyw[:co * lc].reshape(co, lc)
         K.widen(grad_y, n0, wq, gywc)
         gy3, col3 = gywc.reshape(g, co // g, lc), colc.reshape(g, k // g, lc)
-        matmul(col3, gy3.transpose(0, 2, 1), out=gwt if n0 == 0 else tmp)
-        if n0:
-            gwt += tmp
+        matmul(col3, gy3.transpose(0, 2, 1), out=gwt)
         if input_grad:
             matmul(wg.transpose(0, 2, 1), gy3, out=col3)  # grad of the columns, in place of cols
             _add_columns(colc, n0, geom, plan, ho, grad_x)
+    gwt = run_chunks(chunks(n, nb, ho * wq), body, workspace, partial=((g, k // g, co // g), x.dtype))
     grad_w.reshape(g, co // g, k // g)[...] = gwt.transpose(0, 2, 1)
     return grad_x
 
@@ -163,11 +132,15 @@ def im2col_input_grad(grad_y, weight, geom: ConvGeometry, x_shape) -> np.ndarray
     hp, wp, wq, plane, k, nb = plan
     wgt = weight.reshape(g, co // g, k // g).transpose(0, 2, 1)
     grad_x = np.empty(x_shape, grad_y.dtype)
-    cols = np.empty(k * nb * ho * wq, grad_y.dtype)
-    gyw = np.empty(co * nb * ho * wq, grad_y.dtype)
-    for n0, b, lc in chunks(x_shape[0], nb, ho * wq):
+
+    def workspace():
+        return np.empty(k * nb * ho * wq, grad_y.dtype), np.empty(co * nb * ho * wq, grad_y.dtype)
+
+    def body(chunk, ws, _):
+        (n0, _, lc), (cols, gyw) = chunk, ws
         colc, gywc = cols[:k * lc].reshape(k, lc), gyw[:co * lc].reshape(co, lc)
         K.widen(grad_y, n0, wq, gywc)
         matmul(wgt, gywc.reshape(g, co // g, lc), out=colc.reshape(g, k // g, lc))
         _add_columns(colc, n0, geom, plan, ho, grad_x)
+    run_chunks(chunks(x_shape[0], nb, ho * wq), body, workspace)
     return grad_x

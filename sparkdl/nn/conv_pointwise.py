@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from sparkdl.kernels.epilogue import NO_EPILOGUE, NONE, bias_activation
-from sparkdl.nn.conv_im2col import chunk_samples, chunks
+from sparkdl.nn.conv_chunks import chunk_samples, chunks, run_chunks
 from sparkdl.nn.gemm import matmul
 
 __all__ = ["pointwise_forward", "pointwise_backward"]
@@ -53,12 +53,17 @@ def pointwise_forward(x, weight, bias, stride, act=NO_EPILOGUE):
     else:
         y = np.empty((n, co, length), x.dtype)
         nb = _plan(n, c, co, length, x.itemsize)
-        xt, yt = np.empty(c * nb * length, x.dtype), np.empty(co * nb * length, x.dtype)
-        for n0, b, lc in chunks(n, nb, length):
+
+        def workspace():
+            return np.empty(c * nb * length, x.dtype), np.empty(co * nb * length, x.dtype)
+
+        def body(chunk, ws, _):
+            (n0, b, lc), (xt, yt) = chunk, ws
             xc, yc = xt[:c * lc].reshape(c, b, length), yt[:co * lc].reshape(co, lc)
             xc[...] = x3[n0:n0 + b].transpose(1, 0, 2)
             matmul(w2, xc.reshape(c, lc), out=yc)
             y[n0:n0 + b] = yc.reshape(co, b, length).transpose(1, 0, 2)
+        run_chunks(chunks(n, nb, length), body, workspace)
     if bias.shape[0] or act[0] != NONE:
         bias_activation(y, bias, *act)
     return y.reshape(n, co, ho, wo)
@@ -67,33 +72,34 @@ def pointwise_forward(x, weight, bias, stride, act=NO_EPILOGUE):
 def pointwise_backward(x, weight, grad_y, stride, grad_w, input_grad=True):
     """Write ``grad_w`` (``weight``'s shape) and return ``grad_x`` (None without ``input_grad``) of
     :func:`pointwise_forward`; ``grad_y`` contiguous (N, C_out, Ho, Wo). The weight gradient sums sample by
-    sample (or chunk by chunk) in order."""
+    sample (or chunk by chunk) in order (:func:`~sparkdl.nn.conv_chunks.run_chunks`)."""
     xs = _subsample(x, stride)
     n, c, ho, wo = xs.shape
     co, length = weight.shape[0], ho * wo
     w2t = weight.reshape(co, c).T
     x3, gy3 = xs.reshape(n, c, length), grad_y.reshape(n, co, length)
-    gw, tmp = np.zeros((co, c), x.dtype), np.empty((co, c), x.dtype)
     if length >= _PLANE_GEMM_MIN_POSITIONS:
-        for i in range(n):
-            matmul(gy3[i], x3[i].T, out=gw if i == 0 else tmp)
-            if i:
-                gw += tmp
+        def sample(i, _, gw):
+            matmul(gy3[i], x3[i].T, out=gw)
+        gw = run_chunks(range(n), sample, tuple, partial=((co, c), x.dtype))
         gxs = matmul(w2t, gy3) if input_grad else None
     else:
         gxs = np.empty((n, c, length), x.dtype) if input_grad else None
         nb = _plan(n, c, co, length, x.itemsize)
-        xt, gt = np.empty(c * nb * length, x.dtype), np.empty(co * nb * length, x.dtype)
-        for n0, b, lc in chunks(n, nb, length):
+
+        def workspace():
+            return np.empty(c * nb * length, x.dtype), np.empty(co * nb * length, x.dtype)
+
+        def body(chunk, ws, gw):
+            (n0, b, lc), (xt, gt) = chunk, ws
             xc, gc = xt[:c * lc].reshape(c, b, length), gt[:co * lc].reshape(co, b, length)
             xc[...] = x3[n0:n0 + b].transpose(1, 0, 2)
             gc[...] = gy3[n0:n0 + b].transpose(1, 0, 2)
-            matmul(gc.reshape(co, lc), xc.reshape(c, lc).T, out=gw if n0 == 0 else tmp)
-            if n0:
-                gw += tmp
+            matmul(gc.reshape(co, lc), xc.reshape(c, lc).T, out=gw)
             if input_grad:
                 matmul(w2t, gc.reshape(co, lc), out=xc.reshape(c, lc))  # grad of the gathered input, in place
                 gxs[n0:n0 + b] = xc.transpose(1, 0, 2)
+        gw = run_chunks(chunks(n, nb, length), body, workspace, partial=((co, c), x.dtype))
     grad_w[...] = gw.reshape(grad_w.shape)
     if not input_grad:
         return None

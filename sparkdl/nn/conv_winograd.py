@@ -10,8 +10,8 @@ import numpy as np
 
 from sparkdl.kernels import conv as K
 from sparkdl.kernels.epilogue import NO_EPILOGUE
+from sparkdl.nn.conv_chunks import chunk_samples, chunks, run_chunks
 from sparkdl.nn.gemm import matmul
-from sparkdl.nn.conv_im2col import chunk_samples, chunks
 
 __all__ = ["winograd_forward", "winograd_backward"]
 
@@ -35,26 +35,31 @@ def _winograd_filters(weight, dtype):
 
 
 def winograd_forward(x, weight, bias, padding, ho, wo, act=NO_EPILOGUE):
-    """y = act(conv(x, weight) + bias) (``act`` an epilogue of :mod:`sparkdl.kernels.epilogue`) via ``M[xi] = U[xi] @ V[xi]`` over 16 Winograd points, chunk by chunk."""
+    """y = act(conv(x, weight) + bias) (``act`` an epilogue of :mod:`sparkdl.kernels.epilogue`) via
+    ``M[xi] = U[xi] @ V[xi]`` over 16 Winograd points, chunk by chunk."""
     n, c = x.shape[:2]
     co = weight.shape[0]
     ph, pw = padding
     th, tw, tiles, nb = _winograd_geometry(x.shape, ho, wo, x.itemsize, co)
     u = np.ascontiguousarray(_winograd_filters(weight, x.dtype)[1].transpose(0, 3, 1, 2)).reshape(16, co, c)
     y = np.empty((n, co, ho, wo), x.dtype)
-    vbuf = np.empty(c * 16 * nb * tiles, x.dtype)
-    mbuf = np.empty(co * 16 * nb * tiles, x.dtype)
-    for n0, _, L in chunks(n, nb, tiles):
+
+    def workspace():
+        return np.empty(c * 16 * nb * tiles, x.dtype), np.empty(co * 16 * nb * tiles, x.dtype)
+
+    def body(chunk, ws, _):
+        (n0, _, L), (vbuf, mbuf) = chunk, ws
         v, m = vbuf[:c * 16 * L].reshape(c, 16, L), mbuf[:co * 16 * L].reshape(co, 16, L)
         K.winograd_input(x, n0, ph, pw, th, tw, v)
         matmul(u, v.transpose(1, 0, 2), out=m.transpose(1, 0, 2))
         K.winograd_output(m, bias, n0, th, tw, y, *act)
+    run_chunks(chunks(n, nb, tiles), body, workspace)
     return y
 
 
 def winograd_backward(x, weight, grad_y, padding, grad_w, input_grad=True):
-    """Exact adjoint of :func:`winograd_forward`: ``dU = sum GY V^T`` and ``dV = U^T GY``; returns grad_x
-    (None without ``input_grad``)."""
+    """Exact adjoint of :func:`winograd_forward`: ``dU = sum GY V^T`` (chunk by chunk in order,
+    :func:`~sparkdl.nn.conv_chunks.run_chunks`) and ``dV = U^T GY``; returns grad_x (None without ``input_grad``)."""
     n, c = x.shape[:2]
     co = weight.shape[0]
     ph, pw = padding
@@ -62,19 +67,21 @@ def winograd_backward(x, weight, grad_y, padding, grad_w, input_grad=True):
     th, tw, tiles, nb = _winograd_geometry(x.shape, ho, wo, x.itemsize, co)
     g, u = _winograd_filters(weight, x.dtype)
     ut = np.ascontiguousarray(u.transpose(0, 3, 2, 1)).reshape(16, c, co)  # U[xi]^T
-    gu, tmp = np.zeros((16, co, c), x.dtype), np.empty((16, co, c), x.dtype)
     grad_x = np.empty_like(x) if input_grad else None
-    vbuf = np.empty(c * 16 * nb * tiles, x.dtype)
-    gbuf = np.empty(co * 16 * nb * tiles, x.dtype)
-    for n0, _, L in chunks(n, nb, tiles):
+
+    def workspace():
+        return np.empty(c * 16 * nb * tiles, x.dtype), np.empty(co * 16 * nb * tiles, x.dtype)
+
+    def body(chunk, ws, gu):
+        (n0, _, L), (vbuf, gbuf) = chunk, ws
         v, gyt = vbuf[:c * 16 * L].reshape(c, 16, L), gbuf[:co * 16 * L].reshape(co, 16, L)
         K.winograd_input(x, n0, ph, pw, th, tw, v)
         K.winograd_grad_output(grad_y, n0, th, tw, gyt)
-        matmul(gyt.transpose(1, 0, 2), v.transpose(1, 2, 0), out=tmp)
-        gu += tmp
+        matmul(gyt.transpose(1, 0, 2), v.transpose(1, 2, 0), out=gu)
         if input_grad:
             matmul(ut, gyt.transpose(1, 0, 2), out=v.transpose(1, 0, 2))  # dV, in place of V
             K.winograd_input_adjoint(v, n0, ph, pw, th, tw, grad_x)
+    gu = run_chunks(chunks(n, nb, tiles), body, workspace, partial=((16, co, c), x.dtype))
     gw = np.tensordot(np.tensordot(g, gu.reshape(4, 4, co, c), axes=(0, 0)), g, axes=(1, 0))  # (3, Co, C, 3)
     grad_w[...] = gw.transpose(1, 2, 0, 3)
     return grad_x
