@@ -203,8 +203,10 @@ def test_maxpool_ties_and_nan_follow_pytorch():
 
 
 @pytest.mark.parametrize("hw", [(4, 4), (5, 7)])  # odd sizes: a last row/column in no window
-def test_maxpool2x2_recomputed_winners_follow_pytorch_and_the_index_kernel(hw):
-    """The 2x2 path keeps no indices: backward must route exactly as saved argmax indices do."""
+@pytest.mark.parametrize("k,st,pad,ceil", [(2, 2, 0, False), (3, 2, 0, True), (3, 2, 1, False), (3, 1, 1, False)],
+                         ids=["2x2", "3x3s2-ceil", "3x3s2-pad", "3x3s1-overlap"])
+def test_maxpool_recomputed_winners_follow_pytorch_and_the_index_kernel(hw, k, st, pad, ceil):
+    """No indices are kept: backward must route exactly as saved argmax indices do (ties, signed zeros, NaNs)."""
     from sparkdl.kernels import pool as K
     rng = np.random.default_rng(0)
     x = rng.integers(-2, 3, (3, 4) + hw).astype(np.float32)  # many ties, zeros of both signs
@@ -212,21 +214,20 @@ def test_maxpool2x2_recomputed_winners_follow_pytorch_and_the_index_kernel(hw):
     x[0, 0, 0, 1] = np.nan                          # one NaN in a window
     x[0, 1, 0, 0] = x[0, 1, 1, 1] = np.nan          # two NaNs: the last one wins (as PyTorch)
     x[1, 2, :2, :2] = np.nan                        # a window of NaNs
-    m = nn.MaxPool2d(2)
+    m = nn.MaxPool2d(k, st, pad, ceil_mode=ceil)
     y, cache = m.forward(x, training=True)
-    assert isinstance(cache[0], tuple)  # the recompute path, not saved indices
     gy = rng.standard_normal(y.shape).astype(np.float32)
     gx = m.backward(cache, gy, np.zeros(0, np.float32))
     xt = torch.from_numpy(x).requires_grad_(True)
-    yt = torch.nn.MaxPool2d(2)(xt)
+    yt = torch.nn.MaxPool2d(k, st, pad, ceil_mode=ceil)(xt)
     yt.backward(torch.from_numpy(gy))
     np.testing.assert_array_equal(y, yt.detach().numpy())
-    np.testing.assert_array_equal(gx, xt.grad.numpy())
+    np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-6, atol=0)  # overlapping windows: sums in any order
     planes = x.reshape(-1, *hw)
-    y_idx, idx = K.max_pool2d_forward(planes, 2, 2, 2, 2, 0, 0, *y.shape[2:])
+    y_idx, idx = K.max_pool2d_forward(planes, k, k, st, st, pad, pad, *y.shape[2:])
     np.testing.assert_array_equal(y.reshape(y_idx.shape), y_idx)
-    expect = K.max_pool2d_backward(gy.reshape(idx.shape), idx, *hw, 2, 2, 2, 2, 0, 0).reshape(x.shape)
-    np.testing.assert_array_equal(gx, expect)
+    expect = K.max_pool2d_backward(gy.reshape(idx.shape), idx, *hw, k, k, st, st, pad, pad).reshape(x.shape)
+    np.testing.assert_array_equal(gx, expect)  # the same windows summed in the same order: bitwise
     assert (np.signbit(gx) == np.signbit(expect)).all()
 
 

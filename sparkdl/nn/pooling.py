@@ -87,43 +87,42 @@ class MaxPool2d(_WindowPool2d):
 
     Notes
     -----
-    Ties go to the first maximum in row-major window order and NaN propagates, as in PyTorch. For disjoint
-    2x2 windows with stride 2 (the common case) the forward pass computes the maxima alone and keeps its input
-    and output in the cache; backward recomputes each window's winner from them (this keeps the forward pass
-    vectorised, and the input is usually held by the preceding ReLU anyway). Other windows save int32 argmax
-    indices. Reference: ``torch.nn.MaxPool2d``.
+    Ties go to the first maximum in row-major window order and NaN propagates (the last NaN wins), as in
+    PyTorch. The forward pass computes the maxima alone (vectorised; tracking argmax indices kept it scalar,
+    9x slower for 3x3 stride-2 windows) and keeps its input planes and output in the cache (the input is usually held anyway, a ReLU's
+    output); backward recomputes each window's winner from them. Reference: ``torch.nn.MaxPool2d``.
     """
 
-    def forward(self, x, *, training=False, rng=None):
-        planes, ho, wo = self._geometry(x)
-        (kh, kw), (sh, sw), (ph, pw) = self.kernel_size, self.stride, self.padding
-        shape = (x.shape[0], x.shape[1], ho, wo)
-        if K.is_pool2x2(x.shape[2], x.shape[3], kh, kw, sh, sw, ph, pw, ho, wo):
-            y = K.max_pool2x2_forward(planes, ho, wo)
-            return y.reshape(shape), ((planes, y), x.shape)
-        y, idx = K.max_pool2d_forward(planes, kh, kw, sh, sw, ph, pw, ho, wo)
-        return y.reshape(shape), (idx, x.shape)
-
-    def infer(self, x):
-        """Evaluation output without the argmax indices backward needs (:func:`~sparkdl.kernels.pool.max_pool2d_values`
-        for windows other than the disjoint 2x2 ones, which never track indices)."""
+    def _maxima(self, x):
+        """``(planes, y)``: the input as (N*C, H, W) planes and the window maxima (N, C, H_out, W_out), computed
+        without argmax indices (:func:`~sparkdl.kernels.pool.max_pool2d_values`, or the disjoint 2x2 kernel)."""
         planes, ho, wo = self._geometry(x)
         (kh, kw), (sh, sw), (ph, pw) = self.kernel_size, self.stride, self.padding
         if K.is_pool2x2(x.shape[2], x.shape[3], kh, kw, sh, sw, ph, pw, ho, wo):
             y = K.max_pool2x2_forward(planes, ho, wo)
         else:
             y = K.max_pool2d_values(planes, kh, kw, sh, sw, ph, pw, ho, wo)
-        return y.reshape(x.shape[0], x.shape[1], ho, wo)
+        return planes, y.reshape(x.shape[0], x.shape[1], ho, wo)
+
+    def forward(self, x, *, training=False, rng=None):
+        planes, y = self._maxima(x)
+        return y, (planes, y)
+
+    def infer(self, x):
+        return self._maxima(x)[1]
 
     def backward(self, cache, grad_y, grad_params):
-        saved, shape = cache
-        if isinstance(saved, tuple):  # the 2x2 path: winners recomputed from (input planes, output)
-            planes, y = saved
-            gy = np.ascontiguousarray(grad_y).reshape(y.shape)
-            return K.max_pool2x2_backward(gy, planes, y).reshape(shape)
+        planes, y = cache
+        n, c, ho, wo = y.shape
+        h, w = planes.shape[1:]
+        y3 = y.reshape(n * c, ho, wo)
+        gy = np.ascontiguousarray(grad_y).reshape(y3.shape)
         (kh, kw), (sh, sw), (ph, pw) = self.kernel_size, self.stride, self.padding
-        gy = np.ascontiguousarray(grad_y).reshape(saved.shape)
-        return K.max_pool2d_backward(gy, saved, shape[2], shape[3], kh, kw, sh, sw, ph, pw).reshape(shape)
+        if K.is_pool2x2(h, w, kh, kw, sh, sw, ph, pw, ho, wo):
+            gx = K.max_pool2x2_backward(gy, planes, y3)
+        else:
+            gx = K.max_pool2d_backward_from_values(gy, planes, y3, kh, kw, sh, sw, ph, pw)
+        return gx.reshape(n, c, h, w)
 
 
 class AvgPool2d(_WindowPool2d):
