@@ -97,6 +97,25 @@ def test_layers_give_the_same_bits_at_one_and_two_threads(threads, layer, shape)
         np.testing.assert_array_equal(a, b)
 
 
+def test_a_stack_of_matmuls_in_an_imported_graph_is_cut_across_threads_with_the_same_bits(threads, monkeypatch):
+    # Attention's scores and context products, (N, heads, L, d) @ (N, heads, d, L), forward and backward.
+    calls = []
+    real = gemm.matmul
+    monkeypatch.setattr(gemm, "matmul", lambda *a, **k: calls.append(a[0].shape) or real(*a, **k))
+    op = nn.OnnxOp("MatMul", inputs=["x", "x"])
+    rng = np.random.default_rng(5)
+    q, k = _rand(rng, 8, 4, 128, 64), _rand(rng, 8, 4, 64, 128)  # 67 MFLOP: above MIN_SPLIT_FLOPS
+    out = {}
+    for t in (1, 2):
+        threads(t)
+        y, cache = op.forward((q, k), training=True)
+        out[t] = (y,) + tuple(op.backward(cache, _rand(np.random.default_rng(6), *y.shape), None))
+    assert calls and all(shape[0] == 32 for shape in calls)  # only at 2 threads, on the flattened stack
+    for a, b in zip(out[1], out[2]):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(out[1][0], np.matmul(q.astype(np.float64), k), rtol=1e-5, atol=1e-5)
+
+
 def test_row_cuts_fall_on_the_alignment():
     assert gemm._parts(300, 2, gemm.ROW_ALIGN) == [(0, 144), (144, 300)]
     assert gemm._parts(1000, 3, 48) == [(0, 336), (336, 672), (672, 1000)]

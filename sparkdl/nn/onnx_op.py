@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from sparkdl.config import get_num_threads
 from sparkdl.kernels.activation import softmax, softmax_backward
+from sparkdl.nn import gemm
 from sparkdl.nn.module import Module
 from sparkdl.nn.onnx_op_einsum import EINSUM_OPS
 from sparkdl.nn.onnx_op_elementwise import ELEMENTWISE_OPS, unbroadcast
@@ -176,14 +178,24 @@ def _reduce_mean():
     return forward, backward
 
 
+def _batched_matmul(a, b):
+    """``np.matmul(a, b)``; with several numba threads, a stack of products with the same leading axes (attention's
+    (N, heads, L, d) @ (N, heads, d, L)) is cut across them (:func:`sparkdl.nn.gemm.matmul`: bitwise the same)."""
+    if get_num_threads() < 2 or a.ndim < 3 or a.shape[:-2] != b.shape[:-2]:
+        return np.matmul(a, b)
+    lead = a.shape[:-2]
+    out = gemm.matmul(a.reshape((-1,) + a.shape[-2:]), b.reshape((-1,) + b.shape[-2:]))
+    return out.reshape(lead + out.shape[-2:])
+
+
 def _matmul():
     def forward(xs, a):
-        return np.matmul(xs[0], xs[1]), xs
+        return _batched_matmul(xs[0], xs[1]), xs
 
     def backward(cache, g, a):
         x, y = cache
-        gx = np.matmul(g, np.swapaxes(y, -1, -2))
-        gy = np.matmul(np.swapaxes(x, -1, -2), g)
+        gx = _batched_matmul(g, np.swapaxes(y, -1, -2))
+        gy = _batched_matmul(np.swapaxes(x, -1, -2), g)
         return unbroadcast(gx, x.shape), unbroadcast(gy, y.shape)
     return forward, backward
 
