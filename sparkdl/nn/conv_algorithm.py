@@ -28,7 +28,8 @@ The choice depends only on the arguments below: the same layer shape gives the s
 same bits, on every host. ``batch`` and ``threads`` are part of the signature so a measured dependence can be
 added as a row; no threshold depends on them today (the thresholds were measured at 1 thread, and at 2
 threads the training step splits the batch into per-thread shares that each run the same rule, and a call with
-several threads cuts its GEMMs across them, :mod:`sparkdl.nn.gemm`, without changing the bits).
+several threads deals its chunks to them, :mod:`sparkdl.nn.conv_chunks`, or cuts its GEMMs across them,
+:mod:`sparkdl.nn.gemm`, without changing the bits).
 
 How the thresholds were measured: ``bench/conv_algos.py`` times every applicable algorithm's forward and
 backward (input and weight gradients) on the zoo's layer shapes in one process, 1 thread, the algorithms
