@@ -76,7 +76,7 @@ def test_the_parts_run_on_other_threads(threads, monkeypatch):
     (lambda: nn.Conv2d(64, 128, 1), (8, 64, 16, 16)),                          # pointwise, per sample
     (lambda: nn.Conv2d(128, 256, 1), (16, 128, 4, 4)),                         # pointwise, gathered
     (lambda: nn.Conv2d(64, 64, 3, padding=1, groups=4), (4, 64, 16, 16)),      # grouped im2col
-    (lambda: nn.Conv2d(16, 16, 3, padding=1, bias=False), (40, 16, 32, 32)),   # winograd, 40 one-sample chunks
+    (lambda: nn.Conv2d(16, 16, 3, padding=1, bias=False), (40, 16, 32, 32)),   # winograd, 14 chunks in 2 waves
     (lambda: nn.Conv2d(16, 32, 3, stride=2, padding=1), (40, 16, 32, 32)),     # im2col, chunks in 3 waves
     (lambda: nn.ConvTranspose2d(16, 8, 3, stride=2), (24, 16, 16, 16)),        # im2col_input_grad forward
     (lambda: nn.Linear(512, 384), (128, 512)),

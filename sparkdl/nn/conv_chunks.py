@@ -55,12 +55,13 @@ WAVE_CHUNKS_PER_THREAD = 4
 _SLOT_BYTES = 32 << 20
 
 
-def chunk_samples(n: int, bytes_per_sample: int, columns_per_sample: int = 1, weight_bytes: int = 0) -> int:
-    """Samples per chunk of ``n``: as many as keep one chunk's work buffers (``bytes_per_sample`` each) in the
-    cores' L2 caches; with weights over ``_STREAMED_WEIGHT_BYTES``, at least enough for ``_MIN_CHUNK_COLUMNS``
-    GEMM columns (``columns_per_sample`` each). Independent of the thread count (the weight gradient sums chunk
-    by chunk, so the bits depend on it)."""
-    nb = max(1, _CHUNK_BYTES // max(1, bytes_per_sample))
+def chunk_samples(n: int, bytes_per_sample: int, columns_per_sample: int = 1, weight_bytes: int = 0,
+                  chunk_bytes: int | None = None) -> int:
+    """Samples per chunk of ``n``: as many as keep one chunk's work buffers (``bytes_per_sample`` each) within
+    ``chunk_bytes`` (default ``_CHUNK_BYTES``); with weights over ``_STREAMED_WEIGHT_BYTES``, at least enough for
+    ``_MIN_CHUNK_COLUMNS`` GEMM columns (``columns_per_sample`` each). Independent of the thread count (the weight
+    gradient sums chunk by chunk, so the bits depend on it)."""
+    nb = max(1, (_CHUNK_BYTES if chunk_bytes is None else chunk_bytes) // max(1, bytes_per_sample))
     if weight_bytes > _STREAMED_WEIGHT_BYTES:
         nb = max(nb, -(-_MIN_CHUNK_COLUMNS // max(1, columns_per_sample)))
     return int(max(1, min(n, nb)))
