@@ -26,11 +26,11 @@ from sparkdl.threadpool import executor
 
 __all__ = ["chunk_samples", "chunks", "run_chunks", "MIN_CHUNKS_PER_THREAD", "WAVE_CHUNKS_PER_THREAD"]
 
-#: Bytes of work buffers (im2col columns + GEMM output, or Winograd-transformed input + output) per chunk:
-#: a chunk stays in a core's L2 cache (1-2 MB on the machines measured) between the kernels and the GEMMs (which run on one BLAS
-#: thread). 512 KB measured best for LeNet-5 and the small CNN (1 MB was 10-40% slower on the im2col layers).
-#: The same for every thread count: the weight gradient sums chunk by chunk, so a chunk size that followed the
-#: thread count would make the bits depend on it.
+#: Bytes of work buffers (im2col columns + GEMM output) per chunk, by default: a chunk stays in a core's L2 cache
+#: (1-2 MB on the machines measured) between the kernels and the GEMMs (which run on one BLAS thread). 512 KB
+#: measured best for LeNet-5 and the small CNN (1 MB was 10-40% slower on the im2col layers); the Winograd driver
+#: passes its own size. The same for every thread count: the weight gradient sums chunk by chunk, so a chunk size
+#: that followed the thread count would make the bits depend on it.
 _CHUNK_BYTES = 1 << 19
 
 #: A weight matrix (or Winograd-transformed filter bank) larger than this does not stay in cache between chunks:
