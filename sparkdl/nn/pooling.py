@@ -89,8 +89,9 @@ class MaxPool2d(_WindowPool2d):
     -----
     Ties go to the first maximum in row-major window order and NaN propagates (the last NaN wins), as in
     PyTorch. The forward pass computes the maxima alone (vectorised; tracking argmax indices kept it scalar,
-    9x slower for 3x3 stride-2 windows) and keeps its input planes and output in the cache (the input is usually held anyway, a ReLU's
-    output); backward recomputes each window's winner from them. Reference: ``torch.nn.MaxPool2d``.
+    9x slower for 3x3 stride-2 windows) and keeps its input planes and output in the cache (the input is usually
+    held anyway, a ReLU's output); backward recomputes each window's winner from them. Reference:
+    ``torch.nn.MaxPool2d``.
     """
 
     def _maxima(self, x):
