@@ -12,7 +12,8 @@ from numba import prange
 from sparkdl.config import njit, njit_parallel
 
 __all__ = ["is_pool2x2", "max_pool2x2_forward", "max_pool2d_forward", "max_pool2d_values", "max_pool2d_backward",
-           "max_pool2d_backward_from_values", "max_pool2x2_backward", "avg_pool2d_forward", "avg_pool2d_backward", "adaptive_avg_pool2d_forward", "adaptive_avg_pool2d_backward"]
+           "max_pool2d_backward_from_values", "max_pool2x2_backward", "avg_pool2d_forward", "avg_pool2d_backward",
+           "adaptive_avg_pool2d_forward", "adaptive_avg_pool2d_backward"]
 
 
 @njit
