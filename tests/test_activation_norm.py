@@ -258,6 +258,29 @@ def test_batchnorm_argument_errors():
         nn.BatchNorm2d(3)(np.zeros((2, 4, 5, 5), np.float32))
 
 
+@pytest.mark.parametrize("s", [1, 7, 1024, 1027])  # rows of every length mod 4
+def test_batchnorm_kernels_match_float64_two_pass_sums(s):
+    # The per-row partial sums must keep the float64 accuracy of a two-pass mean and variance, also for data far
+    # from zero (a one-pass sum of squares would lose it), and give the gradients' sums likewise.
+    from sparkdl.kernels import batchnorm as K
+    rng = np.random.default_rng(0)
+    x = (1e4 + rng.standard_normal((5, 3, s))).astype(np.float32)
+    g = rng.standard_normal((5, 3, s)).astype(np.float32)
+    x64 = x.astype(np.float64)
+    mean, var = K.batch_norm_stats(x)
+    np.testing.assert_allclose(mean, x64.mean(axis=(0, 2)), rtol=1e-15)
+    np.testing.assert_allclose(var, x64.var(axis=(0, 2)), rtol=1e-12, atol=1e-18)
+    invstd = 1.0 / np.sqrt(var + 1e-5)
+    w = np.array([0.5, 1.0, 2.0], np.float32)
+    gx, gw, gb = K.batch_norm_backward(x, g, mean, invstd, w, True)
+    x_hat = (x64 - mean[None, :, None]) * invstd[None, :, None]
+    np.testing.assert_allclose(gb, g.astype(np.float64).sum(axis=(0, 2)), rtol=1e-6)
+    np.testing.assert_allclose(gw, (g * x_hat).sum(axis=(0, 2)), rtol=1e-5, atol=1e-6)
+    m = 5 * s
+    expect = (w * invstd)[None, :, None] / m * (m * g - gb[None, :, None] - x_hat * gw[None, :, None])
+    np.testing.assert_allclose(gx, expect, rtol=1e-5, atol=1e-6)
+
+
 def test_batchnorm_backward_eval_is_affine_scaling():
     bn = nn.BatchNorm1d(2).astype(np.float64)
     bn.running_var[...] = [4.0, 0.25]

@@ -1,8 +1,8 @@
 """Batch normalization kernels over a contiguous (N, C, S) view, parallel over channels C.
 
 ``S`` is the flattened spatial size (1 for (N, C) inputs, L for (N, C, L), H*W for (N, C, H, W)).
-Per-channel sums are accumulated in float64 (as PyTorch's CPU kernel does); statistics come back as
-float64 vectors of length C.
+Per-channel sums are accumulated in float64 (as PyTorch's CPU kernel does), each row of S values in four
+interleaved partial sums; statistics come back as float64 vectors of length C.
 
 Forward: ``x_hat = (x - mean) * invstd``, ``y = weight * x_hat + bias``; backward recomputes ``x_hat`` from
 ``x`` (cheaper than caching an activation-sized array).
@@ -18,14 +18,73 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from sparkdl.config import njit_parallel
+from sparkdl.config import njit, njit_parallel
 
 __all__ = ["batch_norm_stats", "batch_norm_apply", "batch_norm_backward"]
 
 
+@njit(inline="always")
+def _row_sum(xr, s, mu):
+    """``sum(xr[j] - mu)`` and ``sum((xr[j] - mu)**2)`` over ``j < s`` in float64, each in four interleaved partial
+    sums (element ``j`` into sum ``j % 4``) added pairwise, then the ``s % 4`` last elements in order: independent
+    chains instead of one serial float64 sum, which was latency-bound (2.7 ms for a 64 x 16 x 32 x 32 batch)."""
+    a0 = a1 = a2 = a3 = 0.0
+    q0 = q1 = q2 = q3 = 0.0
+    s4 = np.uint64(s - s % 4)
+    for j in range(np.uint64(0), s4, np.uint64(4)):
+        d0 = np.float64(xr[j]) - mu
+        d1 = np.float64(xr[j + np.uint64(1)]) - mu
+        d2 = np.float64(xr[j + np.uint64(2)]) - mu
+        d3 = np.float64(xr[j + np.uint64(3)]) - mu
+        a0 += d0
+        a1 += d1
+        a2 += d2
+        a3 += d3
+        q0 += d0 * d0
+        q1 += d1 * d1
+        q2 += d2 * d2
+        q3 += d3 * d3
+    a, q = (a0 + a1) + (a2 + a3), (q0 + q1) + (q2 + q3)
+    for j in range(s4, np.uint64(s)):
+        d = np.float64(xr[j]) - mu
+        a += d
+        q += d * d
+    return a, q
+
+
+@njit(inline="always")
+def _row_dot(gr, xr, s, mu):
+    """``sum(gr[j])`` and ``sum(gr[j] * (xr[j] - mu))`` over ``j < s`` in float64, four partial sums each as
+    :func:`_row_sum`."""
+    a0 = a1 = a2 = a3 = 0.0
+    q0 = q1 = q2 = q3 = 0.0
+    s4 = np.uint64(s - s % 4)
+    for j in range(np.uint64(0), s4, np.uint64(4)):
+        g0 = np.float64(gr[j])
+        g1 = np.float64(gr[j + np.uint64(1)])
+        g2 = np.float64(gr[j + np.uint64(2)])
+        g3 = np.float64(gr[j + np.uint64(3)])
+        a0 += g0
+        a1 += g1
+        a2 += g2
+        a3 += g3
+        q0 += g0 * (np.float64(xr[j]) - mu)
+        q1 += g1 * (np.float64(xr[j + np.uint64(1)]) - mu)
+        q2 += g2 * (np.float64(xr[j + np.uint64(2)]) - mu)
+        q3 += g3 * (np.float64(xr[j + np.uint64(3)]) - mu)
+    a, q = (a0 + a1) + (a2 + a3), (q0 + q1) + (q2 + q3)
+    for j in range(s4, np.uint64(s)):
+        g = np.float64(gr[j])
+        a += g
+        q += g * (np.float64(xr[j]) - mu)
+    return a, q
+
+
 @njit_parallel
 def batch_norm_stats(x):
-    """Per-channel mean and *biased* variance (two-pass) of ``x`` (N, C, S); returns two float64 (C,)."""
+    """Per-channel mean and *biased* variance (two-pass: the sum, then the squared deviations from the mean) of
+    ``x`` (N, C, S); returns two float64 (C,). Each row of S values is summed by :func:`_row_sum`, the rows in
+    order."""
     n, c, s = x.shape
     m = n * s
     mean = np.empty(c, np.float64)
@@ -33,14 +92,11 @@ def batch_norm_stats(x):
     for ch in prange(c):
         acc = 0.0
         for i in range(n):
-            for j in range(s):
-                acc += x[i, ch, j]
+            acc += _row_sum(x[i, ch], s, 0.0)[0]
         mu = acc / m
         acc = 0.0
         for i in range(n):
-            for j in range(s):
-                d = x[i, ch, j] - mu
-                acc += d * d
+            acc += _row_sum(x[i, ch], s, mu)[1]
         mean[ch] = mu
         var[ch] = acc / m
     return mean, var
@@ -76,10 +132,10 @@ def batch_norm_backward(x, grad_y, mean, invstd, weight, batch_stats):
         gb = 0.0
         gw = 0.0
         for i in range(n):
-            for j in range(s):
-                g = np.float64(grad_y[i, ch, j])
-                gb += g
-                gw += g * ((x[i, ch, j] - mu) * inv)
+            a, q = _row_dot(grad_y[i, ch], x[i, ch], s, mu)
+            gb += a
+            gw += q
+        gw *= inv  # sum(grad_y * x_hat)
         grad_w[ch] = gw
         grad_b[ch] = gb
         k = np.float64(weight[ch]) * inv
