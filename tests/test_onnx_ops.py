@@ -104,3 +104,20 @@ def test_imported_gru_graph_gradients_float64():
     model = sonnx.load(torch_to_onnx(BiGRU(), x)).astype(np.float64)
     assert any(isinstance(m, nn.RecurrentPart) for _, m in model.named_modules())
     layer_gradcheck(model, x.astype(np.float64), training=False, rtol=1e-4, atol=1e-6, max_params=80)
+
+
+def test_gather_backward_on_table_rows_sums_repeated_ids_in_order_as_numpy_add_at():
+    # Axis 0 (an embedding table) takes the numba scatter; it must add in the order np.add.at does (same bits).
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((50, 3, 4)).astype(np.float32)
+    ids = rng.integers(0, 50, (6, 40))
+    ids[0, :10] = 7  # one row hit many times: float32 sums depend on the order
+    op = nn.OnnxOp("Gather", {"axis": 0}, inputs=["x", "x"])
+    y, cache = op.forward((table, ids))
+    g = (rng.standard_normal(y.shape) * 10.0 ** rng.integers(-4, 5, y.shape)).astype(np.float32)
+    gx, gids = op.backward(cache, g, None)
+    expect = np.zeros_like(table)
+    np.add.at(expect, ids.reshape(-1), g.reshape(-1, 3, 4))
+    assert gids is None
+    np.testing.assert_array_equal(gx, expect)
+    np.testing.assert_array_equal(y, table[ids])

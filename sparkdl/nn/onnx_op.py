@@ -15,6 +15,7 @@ import numpy as np
 
 from sparkdl.config import get_num_threads
 from sparkdl.kernels.activation import softmax, softmax_backward
+from sparkdl.kernels.embedding import embedding_backward
 from sparkdl.nn import gemm
 from sparkdl.nn.module import Module
 from sparkdl.nn.onnx_op_einsum import EINSUM_OPS
@@ -125,7 +126,11 @@ def _gather():
         moved = np.moveaxis(gx, axis, 0)  # a view: (shape[axis], *other axes)
         block = list(range(axis, axis + idx.ndim))
         gi = np.moveaxis(g, block, list(range(idx.ndim))).reshape(idx.size, *moved.shape[1:])
-        np.add.at(moved, idx.reshape(-1), gi)
+        if axis == 0 and gx.ndim > 1:  # an embedding table's rows: the numba scatter, in the same order (same bits)
+            embedding_backward(idx.reshape(-1), np.ascontiguousarray(gi).reshape(idx.size, -1),
+                               gx.reshape(shape[0], -1))
+        else:
+            np.add.at(moved, idx.reshape(-1), gi)
         return (gx, None)
     return forward, backward
 
