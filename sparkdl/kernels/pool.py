@@ -23,6 +23,13 @@ def is_pool2x2(H, W, kh, kw, sh, sw, ph, pw, Ho, Wo):
     return kh == 2 and kw == 2 and sh == 2 and sw == 2 and ph == 0 and pw == 0 and 2 * Ho <= H and 2 * Wo <= W
 
 
+@njit(inline="always")
+def _window(o, stride, pad, k, size):
+    """``[lo, hi)``: the input positions along one axis that output position ``o``'s window covers (padding cut)."""
+    lo = o * stride - pad
+    return max(lo, 0), min(lo + k, size)
+
+
 @njit
 def _pick(v, best):
     """The running-maximum step of PyTorch's CPU kernel: a greater value or a NaN replaces ``best``."""
@@ -52,13 +59,9 @@ def max_pool2d_forward(x, kh, kw, sh, sw, ph, pw, Ho, Wo):
     idx = np.empty((P, Ho, Wo), np.int32)
     for p in prange(P):
         for oh in range(Ho):
-            h0 = oh * sh - ph
-            h1 = min(h0 + kh, H)
-            h0 = max(h0, 0)
+            h0, h1 = _window(oh, sh, ph, kh, H)
             for ow in range(Wo):
-                w0 = ow * sw - pw
-                w1 = min(w0 + kw, W)
-                w0 = max(w0, 0)
+                w0, w1 = _window(ow, sw, pw, kw, W)
                 best = x[p, h0, w0]
                 arg = h0 * W + w0
                 for h in range(h0, h1):
@@ -176,13 +179,9 @@ def max_pool2d_backward_from_values(grad_y, x, y, kh, kw, sh, sw, ph, pw):
     for p in prange(P):
         xp, gp = x[p], gx[p]
         for oh in range(Ho):
-            h0 = oh * sh - ph
-            h1 = min(h0 + kh, H)
-            h0 = max(h0, 0)
+            h0, h1 = _window(oh, sh, ph, kh, H)
             for ow in range(Wo):
-                w0 = ow * sw - pw
-                w1 = min(w0 + kw, W)
-                w0 = max(w0, 0)
+                w0, w1 = _window(ow, sw, pw, kw, W)
                 m = y[p, oh, ow]
                 pos = -1
                 if m == m:
