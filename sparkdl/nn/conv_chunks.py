@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from sparkdl.config import get_num_threads, set_thread_local_threads
+from sparkdl.nn.gemm import _parts
 from sparkdl.threadpool import executor
 
 __all__ = ["chunk_samples", "chunks", "run_chunks", "MIN_CHUNKS_PER_THREAD", "WAVE_CHUNKS_PER_THREAD"]
@@ -72,11 +73,6 @@ def chunks(n: int, nb: int, columns_per_sample: int):
     for n0 in range(0, n, nb):
         b = min(nb, n - n0)
         yield n0, b, b * columns_per_sample
-
-
-def _ranges(n: int, parts: int):
-    bounds = np.linspace(0, n, parts + 1).round().astype(int)
-    return [(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
 def run_chunks(items, body, workspace, partial=None):
@@ -135,8 +131,8 @@ def run_chunks(items, body, workspace, partial=None):
                     body(batch[j], spaces[t], None if slots is None else slots[j])
             finally:
                 set_thread_local_threads(previous)
-        parts = _ranges(len(batch), threads)
-        futures = [executor(threads - 1).submit(run, t, lo, hi) for t, (lo, hi) in enumerate(parts) if t and hi > lo]
+        parts = _parts(len(batch), threads)  # non-empty ranges: the caller runs the first
+        futures = [executor(threads - 1).submit(run, t, lo, hi) for t, (lo, hi) in enumerate(parts) if t]
         try:
             run(0, *parts[0])
         finally:

@@ -64,6 +64,13 @@ def _add_columns(gcols, n0: int, geom: ConvGeometry, plan: tuple, ho: int, grad_
     K.col2im(gcols, n0, hp, wp, ph, pw, kh, kw, sh, sw, dh, dw, ho, wq, grad_x)
 
 
+def _workspace(dtype, plan: tuple, c: int, co: int, ho: int):
+    """One thread's work buffers for a chunk of :func:`im2col_plan`'s ``plan``: padded samples, columns, GEMM output."""
+    hp, wp, wq, plane, k, nb = plan
+    return lambda: (np.empty((nb, c, plane), dtype), np.empty(k * nb * ho * wq, dtype),
+                    np.empty(co * nb * ho * wq, dtype))
+
+
 def im2col_forward(x, weight, bias, geom: ConvGeometry, ho: int, wo: int, act=NO_EPILOGUE) -> np.ndarray:
     """``y = act(conv(x, weight) + bias)`` (N, C_out, ho, wo) by im2col + one GEMM per group and chunk.
 
@@ -76,10 +83,7 @@ def im2col_forward(x, weight, bias, geom: ConvGeometry, ho: int, wo: int, act=NO
     hp, wp, wq, plane, k, nb = plan
     wg = weight.reshape(g, co // g, k // g)
     y = np.empty((n, co, ho, wo), x.dtype)
-
-    def workspace():
-        return (np.empty((nb, c, plane), x.dtype), np.empty(k * nb * ho * wq, x.dtype),
-                np.empty(co * nb * ho * wq, x.dtype))
+    workspace = _workspace(x.dtype, plan, c, co, ho)
 
     def body(chunk, ws, _):
         (n0, b, lc), (xp, cols, yw) = chunk, ws
@@ -104,10 +108,7 @@ def im2col_backward(x, weight, grad_y, geom: ConvGeometry, grad_w, input_grad: b
     hp, wp, wq, plane, k, nb = plan
     wg = weight.reshape(g, co // g, k // g)
     grad_x = np.empty_like(x) if input_grad else None
-
-    def workspace():
-        return (np.empty((nb, c, plane), x.dtype), np.empty(k * nb * ho * wq, x.dtype),
-                np.empty(co * nb * ho * wq, x.dtype))
+    workspace = _workspace(x.dtype, plan, c, co, ho)
 
     def body(chunk, ws, gwt):  # gwt: this chunk's grad_W^T (cols @ grad_y^T is the faster BLAS shape)
         (n0, b, lc), (xp, cols, gyw) = chunk, ws

@@ -37,6 +37,11 @@ def _plan(n, c, co, positions, itemsize):
     return chunk_samples(n, (c + co) * positions * itemsize, positions, c * co * itemsize)
 
 
+def _workspace(dtype, c, co, columns):
+    """One thread's work buffers of the gathered layout: input and output columns of a chunk."""
+    return lambda: (np.empty(c * columns, dtype), np.empty(co * columns, dtype))
+
+
 def pointwise_forward(x, weight, bias, stride, act=NO_EPILOGUE):
     """``y = act(conv1x1(x, weight) + bias)`` (N, C_out, ceil(H/sh), ceil(W/sw)).
 
@@ -53,9 +58,7 @@ def pointwise_forward(x, weight, bias, stride, act=NO_EPILOGUE):
     else:
         y = np.empty((n, co, length), x.dtype)
         nb = _plan(n, c, co, length, x.itemsize)
-
-        def workspace():
-            return np.empty(c * nb * length, x.dtype), np.empty(co * nb * length, x.dtype)
+        workspace = _workspace(x.dtype, c, co, nb * length)
 
         def body(chunk, ws, _):
             (n0, b, lc), (xt, yt) = chunk, ws
@@ -86,9 +89,7 @@ def pointwise_backward(x, weight, grad_y, stride, grad_w, input_grad=True):
     else:
         gxs = np.empty((n, c, length), x.dtype) if input_grad else None
         nb = _plan(n, c, co, length, x.itemsize)
-
-        def workspace():
-            return np.empty(c * nb * length, x.dtype), np.empty(co * nb * length, x.dtype)
+        workspace = _workspace(x.dtype, c, co, nb * length)
 
         def body(chunk, ws, gw):
             (n0, b, lc), (xt, gt) = chunk, ws

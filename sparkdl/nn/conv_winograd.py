@@ -37,6 +37,11 @@ def _winograd_geometry(x_shape, ho, wo, itemsize, c_out):
     return th, tw, tiles, nb
 
 
+def _workspace(dtype, c, co, columns):
+    """One thread's work buffers: the transformed input (16 points x ``c`` rows) and output (16 x ``co``)."""
+    return lambda: (np.empty(c * 16 * columns, dtype), np.empty(co * 16 * columns, dtype))
+
+
 def _winograd_filters(weight, dtype):
     """``(G, U)``: the transform G in ``dtype`` and ``U = G w G^T`` of every 3x3 filter, (4, Co, C, 4)."""
     g = _G.astype(dtype)
@@ -52,9 +57,7 @@ def winograd_forward(x, weight, bias, padding, ho, wo, act=NO_EPILOGUE):
     th, tw, tiles, nb = _winograd_geometry(x.shape, ho, wo, x.itemsize, co)
     u = np.ascontiguousarray(_winograd_filters(weight, x.dtype)[1].transpose(0, 3, 1, 2)).reshape(16, co, c)
     y = np.empty((n, co, ho, wo), x.dtype)
-
-    def workspace():
-        return np.empty(c * 16 * nb * tiles, x.dtype), np.empty(co * 16 * nb * tiles, x.dtype)
+    workspace = _workspace(x.dtype, c, co, nb * tiles)
 
     def body(chunk, ws, _):
         (n0, _, L), (vbuf, mbuf) = chunk, ws
@@ -77,9 +80,7 @@ def winograd_backward(x, weight, grad_y, padding, grad_w, input_grad=True):
     g, u = _winograd_filters(weight, x.dtype)
     ut = np.ascontiguousarray(u.transpose(0, 3, 2, 1)).reshape(16, c, co)  # U[xi]^T
     grad_x = np.empty_like(x) if input_grad else None
-
-    def workspace():
-        return np.empty(c * 16 * nb * tiles, x.dtype), np.empty(co * 16 * nb * tiles, x.dtype)
+    workspace = _workspace(x.dtype, c, co, nb * tiles)
 
     def body(chunk, ws, gu):
         (n0, _, L), (vbuf, gbuf) = chunk, ws
