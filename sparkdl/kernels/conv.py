@@ -188,18 +188,28 @@ _U1 = np.uint64(1)
 
 @njit
 def _to_parity(src, r0, c0, K1, P):
-    """Write plane ``src (H, W)``, placed at padded offset (r0, c0), into zeroed parity planes ``P (4, S)``."""
+    """Write plane ``src (H, W)``, placed at padded offset (r0, c0), into zeroed parity planes ``P (4, S)``.
+
+    Each pair of columns ``(2i, 2i + 1)`` of a row goes to the even and odd parity planes, in an order fixed by
+    the parity of ``c0``: the two cases are separate loops so both reads sit at constant offsets from ``2i``, which
+    LLVM turns into vector loads and shuffles (with the parity a run-time offset it gathered: 2.5x slower)."""
     H, W = src.shape
-    w0 = c0 & 1  # first column whose padded index is even
+    w0 = c0 & 1  # 1: even source columns land on odd padded columns
     ke, ko = (w0 + c0) >> 1, (1 - w0 + c0) >> 1
-    we, wo = np.uint64(w0), np.uint64(1 - w0)
+    half = np.uint64(W >> 1)
     for h in range(H):
         r = h + r0
         pe = 2 * (r & 1)
         be, bo = np.uint64((r >> 1) * K1 + ke), np.uint64((r >> 1) * K1 + ko)
-        for i in range(np.uint64(W >> 1)):
-            P[pe, be + i] = src[h, we + i + i]
-            P[pe + 1, bo + i] = src[h, wo + i + i]
+        row = src[h]
+        if w0 == 0:
+            for i in range(half):
+                P[pe, be + i] = row[i + i]
+                P[pe + 1, bo + i] = row[i + i + _U1]
+        else:
+            for i in range(half):
+                P[pe + 1, bo + i] = row[i + i]
+                P[pe, be + i] = row[i + i + _U1]
         if W & 1:
             s = W - 1 + c0
             P[pe + (s & 1), (r >> 1) * K1 + (s >> 1)] = src[h, W - 1]
@@ -207,18 +217,25 @@ def _to_parity(src, r0, c0, K1, P):
 
 @njit
 def _from_parity(P, r0, c0, K1, dst):
-    """``dst (H, W) =`` the window at padded offset (r0, c0) of the plane stored as parity planes ``P``."""
+    """``dst (H, W) =`` the window at padded offset (r0, c0) of the plane stored as parity planes ``P`` (the
+    column parity split into two loops as in :func:`_to_parity`, so the writes are vector stores)."""
     H, W = dst.shape
     w0 = c0 & 1
     ke, ko = (w0 + c0) >> 1, (1 - w0 + c0) >> 1
-    we, wo = np.uint64(w0), np.uint64(1 - w0)
+    half = np.uint64(W >> 1)
     for h in range(H):
         r = h + r0
         pe = 2 * (r & 1)
         be, bo = np.uint64((r >> 1) * K1 + ke), np.uint64((r >> 1) * K1 + ko)
-        for i in range(np.uint64(W >> 1)):
-            dst[h, we + i + i] = P[pe, be + i]
-            dst[h, wo + i + i] = P[pe + 1, bo + i]
+        row = dst[h]
+        if w0 == 0:
+            for i in range(half):
+                row[i + i] = P[pe, be + i]
+                row[i + i + _U1] = P[pe + 1, bo + i]
+        else:
+            for i in range(half):
+                row[i + i] = P[pe + 1, bo + i]
+                row[i + i + _U1] = P[pe, be + i]
         if W & 1:
             s = W - 1 + c0
             dst[h, W - 1] = P[pe + (s & 1), (r >> 1) * K1 + (s >> 1)]
