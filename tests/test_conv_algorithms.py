@@ -23,6 +23,9 @@ SHAPES = [
     (dict(in_channels=4, out_channels=4, kernel_size=(5, 3), stride=2, padding=(3, 1), dilation=(1, 2), groups=4),
      (2, 12, 11)),  # stride 2 with dilation: the generic taps on the column-split plane
     (dict(in_channels=4, out_channels=4, kernel_size=5, padding=2, groups=4), (2, 7, 9)),  # 5x5 s1
+    (dict(in_channels=3, out_channels=3, kernel_size=3, stride=2, padding=1, groups=3), (2, 31, 30)),  # row by row
+    (dict(in_channels=3, out_channels=3, kernel_size=3, stride=2, padding=2, groups=3), (2, 30, 33)),  # even pad
+    (dict(in_channels=3, out_channels=3, kernel_size=5, stride=2, padding=1, groups=3), (2, 34, 31)),  # 5x5 rows
     (dict(in_channels=3, out_channels=3, kernel_size=(2, 4), stride=(1, 3), groups=3), (2, 6, 14)),  # generic row
     (dict(in_channels=3, out_channels=5, kernel_size=3, padding=1), (2, 8, 6)),  # direct
     (dict(in_channels=16, out_channels=24, kernel_size=1), (3, 5, 4)),  # pointwise, gathered layout
