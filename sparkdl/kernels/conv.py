@@ -340,6 +340,12 @@ def winograd_grad_output(gy, n0, th, tw, GY):
             GY[co, 12, p], GY[co, 13, p], GY[co, 14, p], GY[co, 15, p] = -g10, -g10 - g11, g11 - g10, g11
 
 
+@njit(inline="always")
+def _adjoint_columns(D, row, r, g0, g1, g2, g3):
+    """``D[row:row + 4, r]`` = the column-transform adjoint of one row ``(g0, g1, g2, g3)`` of ``B (gV) B^T``."""
+    D[row, r], D[row + 1, r], D[row + 2, r], D[row + 3, r] = g0, g1 - g2 + g3, g1 + g2 - g0, -g3
+
+
 @njit_parallel
 def winograd_input_adjoint(gV, n0, ph, pw, th, tw, gx):
     """Adjoint of :func:`winograd_input`: ``gx[n0:n0+nb]`` (overwritten) from ``gV (C, 16, nb*T)``."""
@@ -353,27 +359,30 @@ def winograd_input_adjoint(gV, n0, ph, pw, th, tw, gx):
     for t in prange(nb * C):
         b = t // C
         c = t - b * C
-        D = np.zeros((16, T + 2 * Z), gV.dtype)  # D[4*i + s, Z + q]: gradient of patch entry (i, s) of tile q
+        D = np.empty((16, T + 2 * Z), gV.dtype)  # D[4*i + s, Z + q]: gradient of patch entry (i, s) of tile q
+        for r in range(16):  # only the margins (no slices: views cost more than the zeros on small maps)
+            for j in range(Z):
+                D[r, j] = 0
+                D[r, Z + T + j] = 0
         o = np.uint64(b * T)
-        for i in range(4):  # row i of B (gV) B^T: B^T row-transform adjoint, then the column adjoint
-            for q in range(np.uint64(T)):
-                p = o + q
-                if i == 0:
-                    g0, g1, g2, g3 = gV[c, 0, p], gV[c, 1, p], gV[c, 2, p], gV[c, 3, p]
-                elif i == 1:
-                    g0 = gV[c, 4, p] - gV[c, 8, p] + gV[c, 12, p]
-                    g1 = gV[c, 5, p] - gV[c, 9, p] + gV[c, 13, p]
-                    g2 = gV[c, 6, p] - gV[c, 10, p] + gV[c, 14, p]
-                    g3 = gV[c, 7, p] - gV[c, 11, p] + gV[c, 15, p]
-                elif i == 2:
-                    g0 = gV[c, 4, p] + gV[c, 8, p] - gV[c, 0, p]
-                    g1 = gV[c, 5, p] + gV[c, 9, p] - gV[c, 1, p]
-                    g2 = gV[c, 6, p] + gV[c, 10, p] - gV[c, 2, p]
-                    g3 = gV[c, 7, p] + gV[c, 11, p] - gV[c, 3, p]
-                else:
-                    g0, g1, g2, g3 = -gV[c, 12, p], -gV[c, 13, p], -gV[c, 14, p], -gV[c, 15, p]
-                r = z + q
-                D[4 * i, r], D[4 * i + 1, r], D[4 * i + 2, r], D[4 * i + 3, r] = g0, g1 - g2 + g3, g1 + g2 - g0, -g3
+        # row i of B (gV) B^T: the B^T row-transform adjoint, then the column adjoint (_adjoint_columns); one
+        # loop per row i, so the loops hold no branch
+        for q in range(np.uint64(T)):
+            p = o + q
+            _adjoint_columns(D, 0, z + q, gV[c, 0, p], gV[c, 1, p], gV[c, 2, p], gV[c, 3, p])
+        for q in range(np.uint64(T)):
+            p = o + q
+            _adjoint_columns(D, 4, z + q, gV[c, 4, p] - gV[c, 8, p] + gV[c, 12, p],
+                             gV[c, 5, p] - gV[c, 9, p] + gV[c, 13, p], gV[c, 6, p] - gV[c, 10, p] + gV[c, 14, p],
+                             gV[c, 7, p] - gV[c, 11, p] + gV[c, 15, p])
+        for q in range(np.uint64(T)):
+            p = o + q
+            _adjoint_columns(D, 8, z + q, gV[c, 4, p] + gV[c, 8, p] - gV[c, 0, p],
+                             gV[c, 5, p] + gV[c, 9, p] - gV[c, 1, p], gV[c, 6, p] + gV[c, 10, p] - gV[c, 2, p],
+                             gV[c, 7, p] + gV[c, 11, p] - gV[c, 3, p])
+        for q in range(np.uint64(T)):
+            p = o + q
+            _adjoint_columns(D, 12, z + q, -gV[c, 12, p], -gV[c, 13, p], -gV[c, 14, p], -gV[c, 15, p])
         P = np.empty((4, S), gV.dtype)
         for rp in range(2):
             for cp in range(2):  # each padded input cell gathers from the four tiles that overlap it
