@@ -40,6 +40,12 @@ faster); scaling is sparkdl's 2-thread speed over its 1-thread speed.
     python bench/zoo.py [--models resnet18,resnet20] [--repeats 7] [--threads 1,2]
     python bench/zoo.py --quick --models resnet20      # smoke run: checks that it works, measures nothing
 
+numpy's OpenBLAS picks its kernels for the CPU it runs on; a machine that sets ``OPENBLAS_CORETYPE`` (and
+``OPENBLAS_L2_SIZE``) forces older ones (on an AVX-512 CPU, Haswell's AVX2 kernels run GEMMs at half speed). The
+sparkdl worker records the kernel it ran (``workers.sparkdl.blas``) and the table notes a forced one; to measure
+what users' default numpy runs, unset both for the run: ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python
+bench/zoo.py``.
+
 Prints a markdown table (for bench/RESULTS.md) with footnotes for failures, then as its LAST line one JSON object
 with every figure and each worker's information.
 """
@@ -48,7 +54,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import sys
 import tempfile
 
@@ -189,6 +194,11 @@ def main(argv=None):
             notes.append(f"{name}: {e}")
             rows.append(f"| {name} |" + " - |" * (HEADER.count(" | ")))
         print(rows[-1], flush=True)
+    forced = {json.dumps(r["workers"]["sparkdl"]["blas"]) for r in result["models"].values()
+              if r.get("workers", {}).get("sparkdl", {}).get("blas", {}).get("OPENBLAS_CORETYPE")}
+    if forced:  # numpy's BLAS told which kernels to run: not what a default numpy would measure
+        notes.append(f"OPENBLAS_CORETYPE is set: sparkdl's GEMMs ran {', '.join(sorted(forced))}; unset "
+                     "OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE to measure what a default numpy runs")
     print(f"\nSpeed ratios sparkdl / other (> 1: sparkdl faster), median of {args.repeats} blocks of {args.block} "
           "steps, each library in a process of its own; import err: max |sparkdl - torch| / max |torch| of the eval "
           "outputs.\n")

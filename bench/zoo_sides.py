@@ -29,8 +29,8 @@ import numpy as np
 
 import procs
 
-__all__ = ["export", "torch_worker", "ort_worker", "sparkdl_worker", "LR", "MOMENTUM", "IMAGE_BENCH", "SERVING_FILES",
-           "TRAINING_FILES"]
+__all__ = ["blas_kernel", "export", "torch_worker", "ort_worker", "sparkdl_worker", "LR", "MOMENTUM", "IMAGE_BENCH",
+           "SERVING_FILES", "TRAINING_FILES"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LR, MOMENTUM = 1e-4, 0.9  # SGD of the training step, both libraries (small: repeated steps on one batch stay tame)
@@ -105,6 +105,18 @@ def load_batch(path):
     with np.load(path) as d:
         xs = [d[f"x{i}"] for i in range(sum(k.startswith("x") for k in d.files))]
         return xs, d["out"], (d["y"] if "y" in d.files else None)
+
+
+def blas_kernel():
+    """numpy's BLAS as this process runs it: library, version and the kernel family it picked for this CPU
+    (threadpoolctl's ``architecture``), and ``OPENBLAS_CORETYPE`` if set. Some machines set that variable (with
+    ``OPENBLAS_L2_SIZE``) to force older, narrower kernels (e.g. Haswell's AVX2 on an AVX-512 CPU), which slows every
+    GEMM of sparkdl; a default numpy picks the widest kernel the CPU has, so benchmarks unset both."""
+    import threadpoolctl
+    blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+    out = {k: blas[0].get(k) for k in ("internal_api", "version", "architecture")} if blas else {}
+    out["OPENBLAS_CORETYPE"] = os.environ.get("OPENBLAS_CORETYPE")
+    return out
 
 
 # ---------------------------------------------------------------- PyTorch: export (one-shot) and worker
@@ -301,7 +313,8 @@ def sparkdl_worker(name, exchange):
     from sparkdl.step import sum_reduction, task_gradient_sum
     with open(os.path.join(exchange, "spec.json")) as f:
         spec = json.load(f)
-    info = {"threading_layer": threading_layer(), "import_error": {}, "import_failure": {}, "serving_file": None}
+    info = {"threading_layer": threading_layer(), "blas": blas_kernel(), "import_error": {}, "import_failure": {},
+            "serving_file": None}
     xi, out_i, _ = load_batch(os.path.join(exchange, "infer.npz"))
     infer_model = None
     for file in SERVING_FILES:  # served (and run by onnxruntime): the first that imports
