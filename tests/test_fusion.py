@@ -1,4 +1,4 @@
-"""Inference-time Conv2d (-> BatchNorm2d) (-> activation) fusion: ``model(x)`` (Module.infer) equals the unfused
+"""Inference-time Conv2d (-> BatchNorm2d) (-> Add) (-> activation) fusion: ``model(x)`` (Module.infer) equals the unfused
 evaluation-mode forward pass within 1e-5 with a BatchNorm folded, bit for bit without one, in Sequential,
 Residual, Concat and Graph containers; only eligible runs fuse; training and parameters are untouched."""
 import numpy as np
@@ -73,7 +73,8 @@ def test_graph_fuses_only_runs_whose_inner_values_nothing_else_uses():
              ("conv4", nn.Conv2d(8, 8, 1), "relu2"), ("bn4", _bn(8, rng), "conv4"),  # conv4 is an output
              ("cat", nn.Concatenate(), ["relu3", "side", "bn4"])]
     g = nn.Graph("x", nodes, ["cat", "conv4"])
-    assert graph_runs(g) == {"conv1": ("conv1", "bn1", "relu1"), "conv2": ("conv2", "bn2"), "conv3": ("conv3", "bn3")}
+    assert graph_runs(g) == {"conv1": ("conv1", "bn1", "relu1"), "conv2": ("conv2", "bn2", "add", "relu2"),
+                             "conv3": ("conv3", "bn3")}
     x = rng.standard_normal((3, 4, 9, 8)).astype(np.float32)
     want = g.forward(x, training=False)[0]
     got = g(x)
@@ -139,7 +140,51 @@ def test_graph_fuses_conv_activation_runs_as_the_dynamo_exporter_writes_them():
              ("conv", nn.Conv2d(4, 4, 3, padding=1), "add"), ("relu", nn.ReLU(), "conv"),
              ("other", nn.Sigmoid(), "conv")]  # conv has two users: nothing fused into it
     g = nn.Graph("x", nodes, ["relu", "other"]).initialize(0)
-    assert graph_runs(g) == {"expand": ("expand", "clip1"), "dw": ("dw", "hs")}
+    assert graph_runs(g) == {"expand": ("expand", "clip1"), "dw": ("dw", "hs"), "project": ("project", "add")}
     x = rng.standard_normal((2, 4, 9, 9)).astype(np.float32)
     for got, want in zip(g(x), g.forward(x, training=False)[0]):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_graph_fuses_residual_joins_bit_for_bit(dtype):
+    """``conv -> add -> act`` and ``conv -> add`` (ResNet's and MobileNetV2's joins as the dynamo exporter writes
+    them, BatchNorm folded) equal the unfused layers exactly, NaN and signed zeros included, with the residual as
+    either operand and computed before or after the convolution (a projection shortcut later in node order)."""
+    rng = np.random.default_rng(5)
+    for act in _acts() + [None]:
+        nodes = [("stem", nn.Conv2d(4, 8, 3, padding=1), "x"), ("relu0", nn.Hardswish(), "stem"),  # keeps NaN
+                 ("conv1", nn.Conv2d(8, 8, 3, padding=1), "relu0"),  # winograd
+                 ("add1", nn.Add(), ["relu0", "conv1"])]
+        last = "add1"
+        if act is not None:
+            nodes.append(("act1", act, "add1"))
+            last = "act1"
+        nodes += [("conv2", nn.Conv2d(8, 6, 3, stride=2, padding=1), last),  # im2col; its shortcut comes after
+                  ("short", nn.Conv2d(8, 6, 1, stride=2), last), ("add2", nn.Add(), ["conv2", "short"]),
+                  ("relu2", nn.ReLU6(), "add2"),
+                  ("dw", nn.Conv2d(6, 6, 3, padding=1, groups=6), "relu2"), ("add3", nn.Add(), ["dw", "relu2"])]
+        g = nn.Graph("x", nodes, ["add3"]).initialize(int(rng.integers(1 << 30))).astype(dtype)
+        runs = graph_runs(g)
+        assert runs["conv1"] == ("conv1", "add1") + (("act1",) if act is not None else ())
+        assert runs["conv2"] == ("conv2", "add2", "relu2") and runs["dw"] == ("dw", "add3")
+        x = rng.standard_normal((3, 4, 10, 9)).astype(dtype) * 4
+        x[0, 1, 2, 3] = np.nan
+        got, want = g(x), g.forward(x, training=False)[0]
+        assert got.dtype == want.dtype and (np.isnan(got).any() or type(act) is nn.ReLU)
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), err_msg=str(act))
+
+
+def test_residual_join_after_a_folded_batchnorm_and_a_bad_join():
+    rng = np.random.default_rng(6)
+    nodes = [("conv", nn.Conv2d(4, 4, 3, padding=1, bias=False), "x"), ("bn", _bn(4, rng), "conv"),
+             ("add", nn.Add(), ["bn", "x"]), ("relu", nn.ReLU(), "add")]
+    g = nn.Graph("x", nodes, ["relu"]).initialize(0)
+    assert graph_runs(g) == {"conv": ("conv", "bn", "add", "relu")}
+    x = rng.standard_normal((2, 4, 7, 7)).astype(np.float32)
+    _assert_close(g(x), g.forward(x, training=False)[0])
+    # a join whose operands differ in shape fails as the unfused Add does
+    bad = nn.Graph("x", [("conv", nn.Conv2d(4, 4, 3), "x"), ("add", nn.Add(), ["conv", "x"])], ["add"]).initialize(0)
+    assert graph_runs(bad) == {"conv": ("conv", "add")}
+    with pytest.raises(ValueError, match="Add: all inputs must have the same shape"):
+        bad(x)

@@ -14,7 +14,8 @@ from numba import prange
 
 from sparkdl.config import njit, njit_parallel
 
-__all__ = ["NO_EPILOGUE", "NONE", "RELU", "HARDTANH", "HARDSWISH", "activate_flat", "bias_activation"]
+__all__ = ["NO_EPILOGUE", "NONE", "RELU", "HARDTANH", "HARDSWISH", "activate_flat", "add_activation",
+           "bias_activation"]
 
 NONE, RELU, HARDTANH, HARDSWISH = 0, 1, 2, 3
 #: The epilogue that does nothing.
@@ -58,4 +59,17 @@ def bias_activation(y, bias, kind, low, high):
             b = bias[t % C]
             for i in range(o, o + np.uint64(L)):
                 yf[i] += b
+        activate_flat(yf, o, L, kind, low, high)
+
+
+@njit_parallel
+def add_activation(y, r, kind, low, high):
+    """``y[n, c, :] = act(y[n, c, :] + r[n, c, :])`` in place (a residual join and the activation after it, one
+    pass); ``y`` and ``r`` (N, C, L) contiguous, one shape and dtype."""
+    N, C, L = y.shape
+    yf, rf = y.reshape(-1), r.reshape(-1)
+    for t in prange(N * C):
+        o = np.uint64(t * L)
+        for i in range(o, o + np.uint64(L)):
+            yf[i] += rf[i]
         activate_flat(yf, o, L, kind, low, high)

@@ -241,22 +241,25 @@ class Graph(Module):
         return (ys[0] if len(ys) == 1 else ys), (caches, [(a.shape, a.dtype) for a in xs])
 
     def infer(self, x):
-        """Nodes in order, each Conv2d (-> BatchNorm2d) (-> activation) chain whose inner values nothing else uses
-        run as one folded convolution (:func:`sparkdl.nn.fusion.graph_runs`)."""
+        """Nodes in order, each Conv2d (-> BatchNorm2d) (-> Add) (-> activation) chain whose inner values nothing else
+        uses run as one folded convolution (:func:`sparkdl.nn.fusion.graph_runs`)."""
         xs = self._inputs(x)
         n = self._rows(xs)
         if n is not None:
             return self._chunked(self.infer, xs, n)
         values = dict(zip(self.input_names, xs))
-        runs = graph_runs(self)
-        inner = {n for run in runs.values() for n in run[1:]}
+        runs = {run[-1]: run for run in graph_runs(self).values()}  # computed where the run's last node is
+        inner = {n for run in runs.values() for n in run[:-1]}
         for name, module in self._modules.items():
-            if name in inner:  # computed with the run's convolution
+            if name in inner:  # computed with its run
                 continue
-            args = [values[a] for a in self.node_inputs[name]]
             if name in runs:
-                values[runs[name][-1]] = run_fused([self._modules[n] for n in runs[name]], args[0])
+                run = runs[name]
+                residual = [values[a] for n in run[1:] for a in self.node_inputs[n] if a not in run]
+                values[name] = run_fused([self._modules[n] for n in run], values[self.node_inputs[run[0]][0]],
+                                         *residual)
             else:
+                args = [values[a] for a in self.node_inputs[name]]
                 values[name] = module.infer(args[0] if len(args) == 1 else tuple(args))
         ys = tuple(values[o] for o in self.output_names)
         return ys[0] if len(ys) == 1 else ys
