@@ -33,6 +33,7 @@ SHAPES = [
     (dict(in_channels=16, out_channels=24, kernel_size=1, stride=2), (3, 7, 8)),  # subsampled
     (dict(in_channels=9, out_channels=10, kernel_size=3, padding=1), (3, 8, 9)),  # winograd
     (dict(in_channels=10, out_channels=12, kernel_size=3, stride=2, padding=1), (2, 7, 7)),  # im2col
+    (dict(in_channels=128, out_channels=132, kernel_size=3, padding=1), (2, 3, 2)),  # im2col, grad_W direct
 ]
 
 

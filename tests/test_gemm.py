@@ -79,9 +79,10 @@ def test_the_parts_run_on_other_threads(threads, monkeypatch):
     (lambda: nn.Conv2d(16, 16, 3, padding=1, bias=False), (40, 16, 32, 32)),   # winograd, 14 chunks in 2 waves
     (lambda: nn.Conv2d(16, 32, 3, stride=2, padding=1), (40, 16, 32, 32)),     # im2col, chunks in 3 waves
     (lambda: nn.ConvTranspose2d(16, 8, 3, stride=2), (24, 16, 16, 16)),        # im2col_input_grad forward
+    (lambda: nn.Conv2d(128, 160, 3, padding=1), (24, 128, 3, 3)),              # im2col, weight gradient direct
     (lambda: nn.Linear(512, 384), (128, 512)),
 ], ids=["winograd", "im2col", "pointwise", "pointwise-gathered", "grouped", "winograd-thin", "im2col-waves",
-        "transposed", "linear"])
+        "transposed", "im2col-direct-grad", "linear"])
 def test_layers_give_the_same_bits_at_one_and_two_threads(threads, layer, shape):
     m = layer().initialize(0)
     rng = np.random.default_rng(3)
