@@ -14,7 +14,8 @@ __all__ = ["Adadelta"]
 def _adadelta_kernel(p, g, sq, acc, seg_lo, seg_hi, seg_neg_lr, seg_wd, rho, one_minus_rho, eps, gscale, gclip):
     for s in range(seg_lo.size):
         neg_lr, wd = seg_neg_lr[s], seg_wd[s]
-        for i in prange(seg_lo[s], seg_hi[s]):
+        for ii in prange(seg_lo[s], seg_hi[s]):
+            i = np.uint64(ii)  # unsigned: see sparkdl.optim._elem
             pi = p[i]
             d = l2_grad(g[i], pi, wd, gscale, gclip)
             v = sq_avg(sq[i], d, rho, one_minus_rho)

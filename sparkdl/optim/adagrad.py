@@ -14,7 +14,8 @@ __all__ = ["Adagrad"]
 def _adagrad_kernel(p, g, acc, seg_lo, seg_hi, seg_neg_clr, seg_wd, eps, gscale, gclip):
     for s in range(seg_lo.size):
         neg_clr, wd = seg_neg_clr[s], seg_wd[s]
-        for i in prange(seg_lo[s], seg_hi[s]):
+        for ii in prange(seg_lo[s], seg_hi[s]):
+            i = np.uint64(ii)  # unsigned: see sparkdl.optim._elem
             pi = p[i]
             d = l2_grad(g[i], pi, wd, gscale, gclip)
             a = acc[i] + d * d

@@ -17,7 +17,8 @@ def _adam_kernel(p, g, m, v, vmax, seg_lo, seg_hi, seg_neg_step, seg_wd, seg_dec
         neg_step = seg_neg_step[s]
         wd = seg_wd[s]
         decay = seg_decay[s]
-        for i in prange(seg_lo[s], seg_hi[s]):
+        for ii in prange(seg_lo[s], seg_hi[s]):
+            i = np.uint64(ii)  # unsigned: see sparkdl.optim._elem
             d = prep_grad(g[i], gscale, gclip)
             pi = p[i]
             if decoupled:

@@ -1,6 +1,7 @@
 """Adamax: Adam with the infinity norm in place of the second moment."""
 from __future__ import annotations
 
+import numpy as np
 from numba import prange
 
 from sparkdl.optim._elem import ElementwiseKernel, l2_grad, lerp
@@ -13,7 +14,8 @@ __all__ = ["Adamax"]
 def _adamax_kernel(p, g, m, u, seg_lo, seg_hi, seg_neg_clr, seg_wd, w1, one_minus_w1, beta2, eps, gscale, gclip):
     for s in range(seg_lo.size):
         neg_clr, wd = seg_neg_clr[s], seg_wd[s]
-        for i in prange(seg_lo[s], seg_hi[s]):
+        for ii in prange(seg_lo[s], seg_hi[s]):
+            i = np.uint64(ii)  # unsigned: see sparkdl.optim._elem
             pi = p[i]
             d = l2_grad(g[i], pi, wd, gscale, gclip)
             mi = lerp(m[i], d, w1, one_minus_w1)

@@ -29,7 +29,8 @@ def _lamb_direction(p, g, m, v, out, seg_lo, seg_hi, seg_wd, w1, one_minus_w1, b
                     bc2_sqrt, eps, gscale, gclip):
     for s in range(seg_lo.size):
         wd = seg_wd[s]
-        for i in prange(seg_lo[s], seg_hi[s]):
+        for ii in prange(seg_lo[s], seg_hi[s]):
+            i = np.uint64(ii)  # unsigned: see sparkdl.optim._elem
             mi, vi = _moments(g[i], m[i], v[i], gscale, gclip, w1, one_minus_w1, beta2, one_minus_beta2)
             out[i] = _step(mi, vi, p[i], inv_bc1, bc2_sqrt, eps, wd)
 
@@ -40,7 +41,8 @@ def _lamb_kernel(p, g, m, v, seg_lo, seg_hi, seg_neg_step, seg_wd, w1, one_minus
     for s in range(seg_lo.size):
         wd = seg_wd[s]
         neg_step = seg_neg_step[s]
-        for i in prange(seg_lo[s], seg_hi[s]):
+        for ii in prange(seg_lo[s], seg_hi[s]):
+            i = np.uint64(ii)  # unsigned: see sparkdl.optim._elem
             mi, vi = _moments(g[i], m[i], v[i], gscale, gclip, w1, one_minus_w1, beta2, one_minus_beta2)
             m[i] = mi
             v[i] = vi

@@ -14,7 +14,8 @@ __all__ = ["LARS"]
 def _grad_kernel(g, out, seg_lo, seg_hi, gscale, gclip):
     """``out = clip(g) * gscale`` on the pieces (the gradient whose norm enters the trust ratio)."""
     for s in range(seg_lo.size):
-        for i in prange(seg_lo[s], seg_hi[s]):
+        for ii in prange(seg_lo[s], seg_hi[s]):
+            i = np.uint64(ii)  # unsigned: see sparkdl.optim._elem
             out[i] = prep_grad(g[i], gscale, gclip)
 
 
@@ -25,7 +26,8 @@ def _lars_kernel(p, g, buf, seg_lo, seg_hi, seg_neg_lr, seg_wd, seg_ratio, momen
         neg_lr = seg_neg_lr[s]
         wd = seg_wd[s]
         ratio = seg_ratio[s]
-        for i in prange(seg_lo[s], seg_hi[s]):
+        for ii in prange(seg_lo[s], seg_hi[s]):
+            i = np.uint64(ii)  # unsigned: see sparkdl.optim._elem
             pi = p[i]
             d = l2_grad(g[i], pi, wd, gscale, gclip) * ratio
             if momentum != 0:

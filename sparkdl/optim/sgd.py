@@ -18,24 +18,28 @@ def _sgd_kernel(p, g, buf, seg_lo, seg_hi, seg_neg_lr, seg_wd, momentum, one_min
     for s in range(seg_lo.size):
         neg_lr, wd = seg_neg_lr[s], seg_wd[s]
         if momentum == 0:
-            for i in prange(seg_lo[s], seg_hi[s]):
+            for ii in prange(seg_lo[s], seg_hi[s]):
+                i = np.uint64(ii)  # unsigned: see sparkdl.optim._elem
                 pi = p[i]
                 p[i] = pi + neg_lr * l2_grad(g[i], pi, wd, gscale, gclip)
         elif first:  # b_1 = g_1
-            for i in prange(seg_lo[s], seg_hi[s]):
+            for ii in prange(seg_lo[s], seg_hi[s]):
+                i = np.uint64(ii)  # unsigned: see sparkdl.optim._elem
                 pi = p[i]
                 d = l2_grad(g[i], pi, wd, gscale, gclip)
                 buf[i] = d
                 p[i] = pi + neg_lr * (d + momentum * d if nesterov else d)
         elif nesterov:
-            for i in prange(seg_lo[s], seg_hi[s]):
+            for ii in prange(seg_lo[s], seg_hi[s]):
+                i = np.uint64(ii)  # unsigned: see sparkdl.optim._elem
                 pi = p[i]
                 d = l2_grad(g[i], pi, wd, gscale, gclip)
                 b = buf[i] * momentum + one_minus_dampening * d
                 buf[i] = b
                 p[i] = pi + neg_lr * (d + momentum * b)
         else:
-            for i in prange(seg_lo[s], seg_hi[s]):
+            for ii in prange(seg_lo[s], seg_hi[s]):
+                i = np.uint64(ii)  # unsigned: see sparkdl.optim._elem
                 pi = p[i]
                 d = l2_grad(g[i], pi, wd, gscale, gclip)
                 b = buf[i] * momentum + one_minus_dampening * d
