@@ -76,7 +76,7 @@ def test_activations_match_torch_on_wide_range(make, torch_fn):
 def test_float32_gelu_and_erf_are_within_float32_rounding_of_the_float64_formula():
     """float32 arrays take the vectorised rational erf: against math.erf in float64, GELU within 5e-7 absolute
     (about one ulp of the output for x > 0), its gradient within 5e-7, erf within 2e-7; PyTorch's float32 GELU
-    agrees as closely."""
+    agrees to its own accuracy on the CPU at hand."""
     import math
     x = np.linspace(-12, 12, 240_001, dtype=np.float32)
     x64 = x.astype(np.float64)
@@ -88,8 +88,10 @@ def test_float32_gelu_and_erf_are_within_float32_rounding_of_the_float64_formula
     assert np.abs(y - gelu).max() <= 5e-7 and np.abs(gx - dgelu).max() <= 5e-7
     big = x > 1
     assert np.all(np.abs(y[big] - gelu[big]) <= 1.5 * np.spacing(np.abs(y[big])))
+    # PyTorch's float32 GELU is as close where it runs its AVX2 kernels (5e-7 of the formula); its AVX-512 kernels
+    # (torch.backends.cpu.get_cpu_capability() == "AVX512", e.g. on Zen 5) are 1.07e-6 off, so ours is within 1.2e-6
     torch_y = torch.nn.functional.gelu(torch.from_numpy(x)).numpy()
-    assert np.abs(torch_y - gelu).max() <= 5e-7 and np.abs(y - torch_y).max() <= 8e-7
+    assert np.abs(torch_y - gelu).max() <= 1.5e-6 and np.abs(y - torch_y).max() <= 1.5e-6
     from sparkdl.nn import OnnxOp
     e = OnnxOp("Erf")(x)
     assert e.dtype == np.float32 and np.abs(e - np.vectorize(math.erf)(x64)).max() <= 2e-7
