@@ -8,7 +8,7 @@ from sparkdl import nn
 from sparkdl.engine import DataBlocks, DistributedTrainer, MaxEpoch, MaxIteration, TrainingDivergedError
 from sparkdl.engine import jvm_reduce
 from sparkdl.engine.jvm_reduce import pack_states, supports, unpack_states
-from sparkdl.jvm import persistent_rdd_count, start_profiler, stop_profiler
+from sparkdl.jvm import persistent_rdd_count, resident_weight_blocks, start_profiler, stop_profiler
 from sparkdl.optim import SGD, Adagrad, Adam, AdamW
 
 
@@ -244,14 +244,50 @@ def test_cache_broadcasts_and_lineage_stay_bounded(spark, driver, monkeypatch):
 
     def spy(*args):
         record(*args)
-        seen.append((trainer._jvm.loop.lineage_depth(), persistent_rdd_count(sc)))
+        seen.append((trainer._jvm.loop.lineage_depth(), persistent_rdd_count(sc), resident_weight_blocks(sc)))
     trainer._record = spy
     trainer.fit(data)
     assert len(seen) == 12
-    assert max(d for d, _ in seen[3:]) == min(d for d, _ in seen[3:])  # lineage does not grow
-    assert max(c for _, c in seen) <= before + 2  # the data + the current shard states
+    assert max(s[0] for s in seen[3:]) == min(s[0] for s in seen[3:])  # lineage does not grow
+    assert max(s[1] for s in seen) <= before + 2  # the data + the current shard states
     assert persistent_rdd_count(sc) == before + 1  # states released at the end of fit
+    # executor reduce: between iterations one version of the weights (its 1 shard and the buffers; the previous
+    # version and the executors' assembled copies of it are released); the driver reduce keeps none there
+    assert [s[2] for s in seen] == [0 if driver else 2] * 12
+    assert resident_weight_blocks(sc) == 0  # released at the end of fit
     data.unpersist()
+
+
+def test_executor_reduce_keeps_the_weights_off_the_driver(spark, monkeypatch):
+    """Issue #30: with the executor reduce the driver receives only the reduce tasks' small results, not the new
+    weights (it neither collects nor broadcasts them), and the result is the driver reduce's, bit for bit."""
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((64, 256)).astype(np.float32), rng.integers(0, 10, 64)
+    data = DataBlocks.from_numpy(spark.sparkContext, x, y, 2)
+
+    def fit(num_blocks):
+        model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)).initialize(0)  # 68,362 params
+        DistributedTrainer(model, nn.CrossEntropyLoss(), SGD(lr=0.05, momentum=0.9), batch_size=16,
+                           end_trigger=MaxIteration(4), seed=1, progress=False, jvm_reduce=True,
+                           num_blocks=num_blocks).fit(data)
+        return model
+
+    reference = fit(1)  # one block: reduced on the driver
+    start_profiler(spark.sparkContext)
+    try:
+        model = fit(2)
+    finally:
+        time.sleep(1.0)
+        jobs = [j for j in stop_profiler(spark.sparkContext) if len(j["stages"]) == 2]
+        data.unpersist()
+    np.testing.assert_array_equal(model.flat_parameters, reference.flat_parameters)
+    model_bytes = 4 * model.num_parameters()
+    assert len(jobs) == 4
+    for job in jobs:
+        reduce = job["stages"][-1]
+        assert reduce["tasks"] == 2
+        # Spark's own metadata per task result (metrics, accumulators) is ~18 KB; no weights
+        assert reduce["result_bytes"] <= reduce["tasks"] * 32768 < model_bytes, job
 
 
 def test_unsupported_configurations_are_named():

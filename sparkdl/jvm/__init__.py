@@ -231,6 +231,12 @@ def persistent_rdd_count(sc) -> int:
     return int(sc._jsc.sc().getPersistentRDDs().size())
 
 
+def resident_weight_blocks(sc) -> int:
+    """Blocks of training weights kept on the executors (the JVM reduce's ``ResidentWeights``), in every block
+    manager of the application (leak checks)."""
+    return int(bridge(sc).residentWeightBlocks(sc._jsc))
+
+
 def set_jvm_log_level(sc, logger: str, level: str) -> None:
     """Set one log4j logger's level (e.g. quiet a per-iteration Spark warning that sparkdl expects)."""
     jvm = sc._jvm

@@ -6,7 +6,6 @@ import java.util.Iterator;
 import java.util.List;
 
 import org.apache.spark.api.java.function.FlatMapFunction2;
-import org.apache.spark.broadcast.Broadcast;
 
 import scala.Tuple2;
 
@@ -18,23 +17,28 @@ import scala.Tuple2;
  */
 final class BlockReducer implements FlatMapFunction2<Iterator<Tuple2<Integer, byte[]>>, Iterator<ShardState>, ShardState> {
     private final UpdateProgram program;
-    private final Broadcast<byte[][]> weights;
+    /** In a reduce task: the weights the iteration started from, and where its new weights go; else null. */
+    private final ResidentWeights weights;
+    private final ResidentWeights next;
     /** The weights themselves (the driver-reduce mode, on the driver), else null. */
     private final byte[][] localWeights;
     private final long[] bounds;
 
-    /** In a reduce task: the weights come from their broadcast. */
-    BlockReducer(UpdateProgram program, Broadcast<byte[][]> weights, long[] bounds) {
+    /** In a reduce task: block k's weights come from {@code weights} and its new weights go to {@code next}
+     * (the state returned has no {@link ShardState#shard}). */
+    BlockReducer(UpdateProgram program, ResidentWeights weights, ResidentWeights next, long[] bounds) {
         this.program = program;
         this.weights = weights;
+        this.next = next;
         this.localWeights = null;
         this.bounds = bounds;
     }
 
-    /** On the driver: the weights are at hand. */
+    /** On the driver: the weights are at hand, and the new block's weights are returned in the state. */
     BlockReducer(UpdateProgram program, byte[][] weights, long[] bounds) {
         this.program = program;
         this.weights = null;
+        this.next = null;
         this.localWeights = weights;
         this.bounds = bounds;
     }
@@ -95,23 +99,28 @@ final class BlockReducer implements FlatMapFunction2<Iterator<Tuple2<Integer, by
         } else {
             java.util.Arrays.fill(g, 0f);
         }
-        float[] p = Frames.floats(localWeights != null ? localWeights : weights.value(), 4L * lo, n);
+        float[] p = localWeights != null ? Frames.floats(localWeights, 4L * lo, n)
+                : Frames.floats(weights.shard(k), 0, n);
         float[][] arrays = old.copyArrays();
         if (arrays.length != program.numStateArrays()) {
             throw new IllegalStateException("sparkdl bridge: shard " + k + " has " + arrays.length
                     + " state arrays, the optimizer needs " + program.numStateArrays());
         }
         program.apply(k, p, g, arrays);
-        ShardState next = new ShardState(k, old.step + 1, arrays);
-        next.shard = Frames.bytes(p);
-        next.lossSum = loss;
-        next.normalizerSum = normalizer;
+        ShardState state = new ShardState(k, old.step + 1, arrays);
+        byte[] shard = Frames.bytes(p);
+        state.finite = Frames.allFinite(shard);
+        if (next != null) {
+            next.putShard(k, shard);
+        } else {
+            state.shard = shard;
+        }
+        state.lossSum = loss;
+        state.normalizerSum = normalizer;
         NodeSums.Value buffered = NodeSums.root(buffers);
-        long count = buffered == null ? 0 : buffered.count;
-        float[] buf = buffered == null ? null : buffered.values();
-        next.bufferSum = buf;
-        next.count = count;
-        return Collections.singletonList(next).iterator();
+        state.count = buffered == null ? 0 : buffered.count;
+        state.bufferSum = buffered == null ? null : buffered.values();
+        return Collections.singletonList(state).iterator();
     }
 
 }

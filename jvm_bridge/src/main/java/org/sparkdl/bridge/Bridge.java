@@ -83,6 +83,11 @@ public final class Bridge {
         return out;
     }
 
+    /** Blocks of weights kept on the executors ({@link ResidentWeights}), all versions, all block managers (tests). */
+    public static int residentWeightBlocks(JavaSparkContext jsc) {
+        return ResidentWeights.count(jsc);
+    }
+
     /** This (the driver's) JVM name, {@code pid@host}. */
     public static String jvmName() {
         return ManagementFactory.getRuntimeMXBean().getName();

@@ -18,7 +18,7 @@ import org.apache.spark.broadcast.Broadcast;
  * <pre>
  * header: int32 magic 0x5344_4c31 | int32 epoch | int32 iteration in epoch | int32 global iteration |
  *         int32 full (1: the partition's data records follow) | int32 chunks | int32 n | int32[n] partitions
- * weights: the float32 parameters followed by the float32 buffers (inline or broadcast), in {@code chunks}
+ * weights: the float32 parameters followed by the float32 buffers (inline, broadcast or resident), in {@code chunks}
  *          records of at most the chunk limit each (sparkdl/chunking.py)
  * </pre>
  */
@@ -31,6 +31,8 @@ final class IterationContext implements Serializable {
     Broadcast<byte[][]> weights;
     /** The weights themselves when they travel inside the tasks (then {@link #weights} is null). */
     byte[][] inlineWeights;
+    /** The weights kept on the executors (executor reduce; then {@link #weights} is null). */
+    ResidentWeights resident;
     /** Data partitions each group task of the local-copy source computes (set on the driver). */
     int[][] groups = new int[0][];
 
@@ -47,7 +49,8 @@ final class IterationContext implements Serializable {
     /** The records that start task {@code index}: header and weights, then {@code data} (full mode). */
     Iterator<byte[]> frames(int index, boolean full, Iterator<byte[]> data) {
         int[] partitions = full ? new int[] {index} : groups[index];
-        byte[][] chunks = inlineWeights != null ? inlineWeights : weights.value();
+        byte[][] chunks = resident != null ? resident.chunks(true)
+                : inlineWeights != null ? inlineWeights : weights.value();
         List<byte[]> head = new ArrayList<>(1 + chunks.length);
         head.add(header(full, chunks.length, partitions));
         java.util.Collections.addAll(head, chunks);

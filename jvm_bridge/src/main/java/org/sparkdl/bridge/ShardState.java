@@ -13,9 +13,11 @@ final class ShardState implements Serializable {
     final float[][] arrays;
 
     // What the iteration that produced this state returns to the driver (null/0 for a restored state).
-    /** The block's new weights, float32 little-endian: the driver keeps them as they arrive, one chunk of the
-     * next weights ({@link Frames#chunks}). */
+    /** The block's new weights, float32 little-endian, when the driver reduces (it keeps them as they arrive, one
+     * chunk of the next weights, {@link Frames#chunks}); null when they stay on the executor ({@link ResidentWeights}). */
     byte[] shard;
+    /** Whether every value of the block's new weights is finite. */
+    boolean finite = true;
     double lossSum;
     double normalizerSum;
     float[] bufferSum;
@@ -76,6 +78,7 @@ final class ShardState implements Serializable {
     ShardState result() {
         ShardState r = new ShardState(block, step, new float[0][]);
         r.shard = shard;
+        r.finite = finite;
         r.lossSum = lossSum;
         r.normalizerSum = normalizerSum;
         r.bufferSum = bufferSum;

@@ -22,14 +22,16 @@ import scala.Tuple2;
 /**
  * The driver side of one {@code DistributedTrainer.fit} whose AllReduce runs on the JVM: one call of
  * {@link #step} runs one iteration as one Spark job (Python gradient tasks, then JVM reduce tasks that
- * sum, update and cache the optimizer state) and keeps the new weights on the JVM for the next
- * iteration's broadcast. Python reads weights and states only when it needs them (validation,
- * snapshots, checkpoints, the end).
+ * sum, update and cache the optimizer state). Python reads weights and states only when it needs them
+ * (validation, snapshots, checkpoints, the end).
  *
  * <p>Two reduce modes: with {@code driverReduce} (one AllReduce block, i.e. models under ~1M parameters)
- * the job has one stage, the gradient records are collected to the driver and summed and applied here, and
- * the optimizer state lives on the driver; otherwise JVM reduce tasks do it next to their cached states.
- * The arithmetic is the same ({@link BlockReducer}), so both modes give bit-identical results.
+ * the job has one stage, the gradient records are collected to the driver and summed and applied here, the
+ * optimizer state lives on the driver, and the new weights travel to the next iteration's tasks inside them or
+ * as a broadcast; otherwise JVM reduce tasks do it next to their cached states and keep the new weights on their
+ * executors ({@link ResidentWeights}), where the next iteration's tasks fetch them: the driver receives only
+ * the reduce tasks' small results. The arithmetic is the same ({@link BlockReducer}), so both modes give
+ * bit-identical results.
  *
  * <p>Two gradient sources: "full" runs one task per cached data partition with its data records
  * appended (the first iteration, and whenever an executor lacks a local copy); "local" runs one task per
@@ -58,13 +60,16 @@ public final class TrainingLoop {
     /** The buffers' values (running statistics), kept for iterations that do not update them. */
     private float[] buffers = new float[0];
     /**
-     * The weights the next iteration's tasks read (packed parameters and buffers, in chunks cut at the blocks:
-     * one array per block as the shards arrive, none of them the whole model) when they travel inside the tasks
-     * or the driver reduces, else null: then only {@link #current}'s serialized pieces hold them on the driver.
+     * Driver reduce: the weights the next iteration's tasks read (packed parameters and buffers, in chunks cut at
+     * the blocks: one array per block, none of them the whole model).
      */
     private byte[][] currentBytes;
-    /** Their broadcast, or null when they travel inside the tasks. */
+    /** Driver reduce: their broadcast, or null when they travel inside the tasks. */
     private Broadcast<byte[][]> current;
+    /** Executor reduce: the weights the next iteration's tasks read, kept on the executors, and the broadcast
+     * whose id their blocks carry (destroying it releases them everywhere). */
+    private ResidentWeights resident;
+    private Broadcast<Integer> anchor;
     /** The optimizer states, cached and local-checkpointed by the job that computed them (their lineage ends
      * there, so it holds no broadcast of earlier weights). */
     private JavaRDD<ShardState> states;
@@ -174,10 +179,21 @@ public final class TrainingLoop {
             throw new IllegalArgumentException("sparkdl bridge: " + numParameters + " parameters, blocks cover "
                     + bounds[bounds.length - 1]);
         }
-        buffers = Frames.floats(staging[numBlocks()], 0, staging[numBlocks()].length / 4);
-        byte[][] packed = Frames.chunks(staging, maxChunkBytes);
+        int k = numBlocks();
+        buffers = Frames.floats(staging[k], 0, staging[k].length / 4);
+        byte[][] parts = staging;
         staging = null;
-        publish(packed);
+        if (driverReduce) {
+            publish(Frames.chunks(parts, maxChunkBytes));
+            return;
+        }
+        Broadcast<Integer> a = newAnchor();
+        ResidentWeights w = new ResidentWeights(a.id(), k, maxChunkBytes);
+        for (int i = 0; i < k; i++) {
+            w.putShard(i, parts[i]);  // in the driver's block manager until the first iteration replaces them
+        }
+        w.putBuffers(parts[k]);
+        publish(a, w);
     }
 
     /**
@@ -186,26 +202,34 @@ public final class TrainingLoop {
      */
     static final int INLINE_WEIGHT_BYTES = 512 * 1024;
 
-    /**
-     * Make {@code packed} the weights of the next iteration and release the previous broadcast (before the new
-     * one exists: with a large model, two at once are two more copies of it on the driver). With the executor
-     * reduce the broadcast is serialized-only ({@code SparkContext.broadcastInternal}, what Spark does for its
-     * own large broadcasts): off {@code local[...]} the driver keeps the torrent pieces it serves, not the value
-     * too, and reads the value back from them only when Python asks for the weights. There the previous
-     * broadcast's removal is waited for: Spark's default returns before the block managers drop its pieces, and the
-     * driver held two models' pieces at once.
-     */
+    /** Driver reduce: make {@code packed} the weights of the next iteration and release the previous broadcast. */
     private void publish(byte[][] packed) {
         if (current != null) {
-            current.destroy(!driverReduce);
+            current.destroy(false);
         }
         long bytes = 0;
         for (byte[] c : packed) {
             bytes += c.length;
         }
-        boolean inline = driverReduce && bytes <= INLINE_WEIGHT_BYTES;
-        currentBytes = driverReduce ? packed : null;
-        current = inline ? null : broadcast(packed, byte[][].class, !driverReduce);
+        currentBytes = packed;
+        current = bytes <= INLINE_WEIGHT_BYTES ? null : broadcast(packed, byte[][].class, false);
+    }
+
+    /** Executor reduce: a new version of the resident weights gets the id of this (tiny) broadcast. */
+    private Broadcast<Integer> newAnchor() {
+        return broadcast(numBlocks(), Integer.class, false);
+    }
+
+    /**
+     * Executor reduce: make {@code weights} the weights of the next iteration and release the previous version's
+     * blocks, waiting until every block manager has dropped them (Spark's default returns before).
+     */
+    private void publish(Broadcast<Integer> a, ResidentWeights weights) {
+        if (anchor != null) {
+            anchor.destroy(true);
+        }
+        anchor = a;
+        resident = weights;
     }
 
     /** {@code value} broadcast; {@code serializedOnly}: the driver keeps only its serialized pieces (off local mode). */
@@ -215,9 +239,9 @@ public final class TrainingLoop {
                 (scala.reflect.ClassTag<T>) scala.reflect.ClassTag$.MODULE$.apply(type));
     }
 
-    /** The current weights in chunks (read back from the broadcast's pieces when the driver does not keep them). */
+    /** The current weights in chunks (fetched from the executors when they keep them). */
     private byte[][] weightChunks() {
-        return currentBytes != null ? currentBytes : current.value();
+        return driverReduce ? currentBytes : resident.chunks(false);
     }
 
 
@@ -318,6 +342,7 @@ public final class TrainingLoop {
         context.globalIteration = globalIteration;
         context.weights = current;
         context.inlineWeights = current == null ? currentBytes : null;
+        context.resident = resident;
         int full = localReady ? 0 : 1;
         Attempt a = localReady ? run(localGradients, prog) : null;
         if (a == null || a.missed) {
@@ -360,14 +385,19 @@ public final class TrainingLoop {
     private static final class Attempt {
         long jobNanos;
         long reduceNanos;
-        /** The new cached states (executor reduce only). */
+        /** The new cached states and weights (executor reduce only). */
         JavaRDD<ShardState> next;
+        Broadcast<Integer> anchor;
+        ResidentWeights weights;
         ShardState[] results;
         boolean missed;
 
         void discard() {
             if (next != null) {
                 next.unpersist(false);
+            }
+            if (anchor != null) {
+                anchor.destroy(true);
             }
         }
     }
@@ -411,11 +441,19 @@ public final class TrainingLoop {
         JavaPairRDD<Integer, byte[]> keyed = gradients.mapToPair(new Jobs.KeyByBlock())
                 .partitionBy(new BlockPartitioner(k));
         Attempt a = new Attempt();
-        a.next = keyed.zipPartitions(states, new BlockReducer(prog, current, bounds));
+        a.anchor = newAnchor();
+        a.weights = new ResidentWeights(a.anchor.id(), k, maxChunkBytes);
+        a.next = keyed.zipPartitions(states, new BlockReducer(prog, resident, a.weights, bounds));
         a.next.persist(StorageLevel.MEMORY_AND_DISK());
         a.next.rdd().localCheckpoint();
         long start = System.nanoTime();
-        List<ShardState> collected = Jobs.collect(jsc, a.next.map(new Jobs.ResultOf()));
+        List<ShardState> collected;
+        try {
+            collected = Jobs.collect(jsc, a.next.map(new Jobs.ResultOf()));
+        } catch (RuntimeException e) {
+            a.discard();
+            throw e;
+        }
         a.jobNanos = System.nanoTime() - start;
         a.results = new ShardState[k];
         for (ShardState s : collected) {
@@ -431,7 +469,7 @@ public final class TrainingLoop {
     private byte[] commit(Attempt a, int full) {
         boolean finite = true;
         for (ShardState r : a.results) {
-            finite &= Frames.allFinite(r.shard);
+            finite &= r.finite;
         }
         ShardState head = a.results[0];
         double loss = head.normalizerSum > 0 ? head.lossSum / head.normalizerSum : Double.NaN;
@@ -447,18 +485,15 @@ public final class TrainingLoop {
                     buf[i] = head.bufferSum[i] / n;
                 }
             }
+            buffers = buf;
             if (driverReduce) {
                 driverState = new ShardState(0, head.step, head.arrays);
+                publish(Frames.chunks(new byte[][] {head.shard, Frames.bytes(buf)}, maxChunkBytes));
             } else {
                 replaceStates(a.next, List.of());
+                a.weights.putBuffers(Frames.bytes(buf));
+                publish(a.anchor, a.weights);
             }
-            buffers = buf;
-            byte[][] parts = new byte[a.results.length + 1][];  // the shards in block order, then the buffers
-            for (int k = 0; k < a.results.length; k++) {
-                parts[k] = a.results[k].shard;
-            }
-            parts[a.results.length] = Frames.bytes(buf);
-            publish(Frames.chunks(parts, maxChunkBytes));
             localReady = localEnabled;
         }
         ByteBuffer out = ByteBuffer.allocate(32).order(ByteOrder.LITTLE_ENDIAN);
@@ -507,8 +542,13 @@ public final class TrainingLoop {
         if (current != null) {
             current.destroy();
         }
+        if (anchor != null) {
+            anchor.destroy();
+        }
         current = null;
         currentBytes = null;
+        anchor = null;
+        resident = null;
     }
 
     private static long[] longs(byte[] b) {
