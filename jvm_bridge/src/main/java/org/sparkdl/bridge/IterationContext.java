@@ -49,7 +49,7 @@ final class IterationContext implements Serializable {
     /** The records that start task {@code index}: header and weights, then {@code data} (full mode). */
     Iterator<byte[]> frames(int index, boolean full, Iterator<byte[]> data) {
         int[] partitions = full ? new int[] {index} : groups[index];
-        byte[][] chunks = resident != null ? resident.chunks(true)
+        byte[][] chunks = resident != null ? resident.chunks()
                 : inlineWeights != null ? inlineWeights : weights.value();
         List<byte[]> head = new ArrayList<>(1 + chunks.length);
         head.add(header(full, chunks.length, partitions));

@@ -103,13 +103,10 @@ final class ResidentWeights implements Serializable {
 
     /**
      * The whole weights, parameters then buffers, in chunks of at most the chunk limit (what a gradient task
-     * sends its Python worker). In a task: assembled once per executor JVM and cached in its block manager
-     * until the version is released; on the driver ({@code cache} false): assembled for the caller alone.
+     * sends its Python worker): assembled once per executor JVM and cached in its block manager until the version
+     * is released.
      */
-    byte[][] chunks(boolean cache) {
-        if (!cache) {
-            return assemble();
-        }
+    byte[][] chunks() {
         BlockManager bm = manager();
         BlockId all = assembledId();
         synchronized (ResidentWeights.class) {  // the tasks of one executor wait for the first to fetch
@@ -125,6 +122,15 @@ final class ResidentWeights implements Serializable {
             bm.putSingle(all, chunks, StorageLevel.MEMORY_AND_DISK(), false, tag(byte[][].class));
             return chunks;
         }
+    }
+
+    /** Write the whole weights, parameters then buffers, to {@code out} one block at a time (the driver: a model's
+     * weights are never all in its heap at once). */
+    void writeTo(java.io.OutputStream out) throws java.io.IOException {
+        for (int k = 0; k < blocks; k++) {
+            out.write(shard(k));
+        }
+        out.write(fetch(buffersId()));
     }
 
     private byte[][] assemble() {

@@ -239,10 +239,6 @@ public final class TrainingLoop {
                 (scala.reflect.ClassTag<T>) scala.reflect.ClassTag$.MODULE$.apply(type));
     }
 
-    /** The current weights in chunks (fetched from the executors when they keep them). */
-    private byte[][] weightChunks() {
-        return driverReduce ? currentBytes : resident.chunks(false);
-    }
 
 
     /**
@@ -300,8 +296,10 @@ public final class TrainingLoop {
         try {
             Path path = Files.createTempFile("sparkdl-" + what + "-", ".bin"); // rw------- on POSIX file systems
             try (java.io.OutputStream out = new java.io.BufferedOutputStream(Files.newOutputStream(path), 1 << 16)) {
-                if ("weights".equals(what)) {
-                    for (byte[] chunk : weightChunks()) {
+                if ("weights".equals(what) && !driverReduce) {
+                    resident.writeTo(out);  // fetched from the executors block by block
+                } else if ("weights".equals(what)) {
+                    for (byte[] chunk : currentBytes) {
                         out.write(chunk);
                     }
                 } else {
