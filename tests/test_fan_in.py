@@ -151,12 +151,9 @@ def test_load_weights_from_chunks_cut_anywhere():
         jvm_reduce._load_weights([values[:4].tobytes()], np.zeros(6, np.float32))
 
 
-@pytest.mark.parametrize("limit", ["chunk", "py4j_call"])
-def test_adam_states_through_small_chunks_resume_bitwise(data, tmp_path, monkeypatch, limit):
-    """Adam's moments leave the JVM for a checkpoint and come back on resume in 256-byte pieces (values split
-    across them): chunks of the AllReduce layout, or only the py4j calls that carry weights and states into the
-    JVM. The resumed run equals the uninterrupted one bitwise."""
-    from sparkdl.jvm import training_loop
+def test_adam_states_through_small_chunks_resume_bitwise(data, tmp_path, monkeypatch):
+    """Adam's moments leave the JVM for a checkpoint and come back on resume in chunks of 256 bytes (values split
+    across them). The resumed run equals the uninterrupted one bitwise."""
     from sparkdl.optim import Adam
 
     def fit(epochs, model=None, resume=False, **kw):
@@ -165,11 +162,7 @@ def test_adam_states_through_small_chunks_resume_bitwise(data, tmp_path, monkeyp
                            seed=SEED, progress=False, jvm_reduce=True, **kw).fit(data, resume=resume)
         return model
     whole = fit(2)
-    if limit == "chunk":
-        monkeypatch.setattr(chunking, "MAX_CHUNK_BYTES", 256)
-    else:
-        monkeypatch.setattr(training_loop, "PY4J_CALL_BYTES", 256)
-        assert len(training_loop._call_ranges(4 * whole.num_parameters())) > 1
+    monkeypatch.setattr(chunking, "MAX_CHUNK_BYTES", 256)
     part = fit(1, checkpoint_dir=str(tmp_path))
     resumed = fit(2, model=part.copy(), resume=True, checkpoint_dir=str(tmp_path))
     np.testing.assert_array_equal(resumed.flat_parameters, whole.flat_parameters)

@@ -336,6 +336,31 @@ def test_weights_and_states_come_through_owner_only_files_the_jvm_creates(data, 
     assert not [n for n in os.listdir(tempfile.gettempdir()) if n in {name for _, _, name in seen}]
 
 
+def test_weights_and_states_go_in_through_owner_only_files_the_jvm_creates(data, monkeypatch):
+    """Python writes weights and states into a file the bridge creates (owner-only; never a path Python chose,
+    and never base64 text through py4j); the bridge reads and deletes it."""
+    import os
+    import stat
+    from sparkdl.jvm import training_loop
+    uploads, real_upload = [], training_loop.TrainingLoop._upload
+
+    def upload(self, data_):
+        path = self._loop.uploadFile()
+        assert os.path.basename(path).startswith("sparkdl-upload-") and os.path.getsize(path) == 0
+        uploads.append((path, stat.S_IMODE(os.stat(path).st_mode), len(memoryview(data_).cast("B"))))
+        self._loop.uploadFile = lambda: path
+        try:
+            real_upload(self, data_)
+        finally:
+            del self._loop.uploadFile
+    monkeypatch.setattr(training_loop.TrainingLoop, "_upload", upload)
+    model = _model()
+    _fit(data, model, Adam(lr=0.01), True, epochs=1)
+    assert len(uploads) == 2  # the states, then the weights
+    assert [n for _, _, n in uploads] == [uploads[0][2], 4 * model.num_parameters()]
+    assert all(mode == 0o600 and not os.path.exists(path) for path, mode, _ in uploads)
+
+
 def test_the_bridge_takes_no_file_path_from_python(spark):
     """No public method of TrainingLoop writes to a path Python chooses (writeTo(what, path) did)."""
     jvm = spark.sparkContext._jvm

@@ -8,15 +8,6 @@ import numpy as np
 from sparkdl import chunking
 from sparkdl.jvm import bridge
 
-#: Bytes per py4j call: py4j sends a byte array base64-encoded in one command string, and the JVM's string
-#: builder overflows (NegativeArraySizeException) near 1 GiB of text: a 100M-parameter model's states failed.
-PY4J_CALL_BYTES = 64 << 20
-
-
-def _call_ranges(num_bytes: int) -> list[tuple[int, int]]:
-    """Byte ranges of one py4j call each: at most the chunk limit and :data:`PY4J_CALL_BYTES`."""
-    return chunking.chunk_ranges(num_bytes, min(chunking.MAX_CHUNK_BYTES, PY4J_CALL_BYTES))
-
 __all__ = ["TrainingLoop"]
 
 
@@ -47,23 +38,25 @@ class TrainingLoop:
                                 _raw_python_rdd(self._loop.localSource(), self._sc, func))
 
     def set_weights(self, packed, num_parameters: int) -> None:
-        """``packed``: float32 parameters then buffers; sent in py4j calls of at most ``PY4J_CALL_BYTES``."""
+        """``packed``: float32 parameters then buffers."""
         raw = memoryview(np.ascontiguousarray(packed, "<f4")).cast("B")
-        self._loop.beginWeights(len(raw) // 4)
-        for lo, hi in _call_ranges(len(raw)):
-            self._loop.putWeights(lo // 4, bytes(raw[lo:hi]))
-        self._loop.commitWeights(int(num_parameters))
+        self._upload(raw)
+        self._loop.commitWeights(len(raw) // 4, int(num_parameters))
 
     def weights(self) -> bytes:
         return self._read("weights")
 
     def set_states(self, packed: bytes) -> None:
-        """``packed`` (``pack_states``) sent in py4j calls of at most ``PY4J_CALL_BYTES``."""
-        view = memoryview(packed)
-        self._loop.beginStates()
-        for lo, hi in _call_ranges(len(view)):
-            self._loop.putStates(bytes(view[lo:hi]))
+        """``packed``: :func:`sparkdl.engine.jvm_reduce.pack_states`."""
+        self._upload(packed)
         self._loop.commitStates()
+
+    def _upload(self, data) -> None:
+        """``data`` (bytes-like) into the file the JVM creates for it (owner-only; it reads and deletes the file):
+        py4j moves a byte array as base64 text in one command string, and a 64 MiB call held about four times its
+        size in the driver JVM's heap."""
+        with open(self._loop.uploadFile(), "r+b") as f:  # r+: write into the JVM's file, never create one
+            f.write(data)
 
     def states(self) -> bytes:
         return self._read("states")

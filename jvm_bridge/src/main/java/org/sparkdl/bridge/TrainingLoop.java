@@ -79,9 +79,6 @@ public final class TrainingLoop {
     /** Largest byte array of weights (sparkdl/chunking.py MAX_CHUNK_BYTES); 1/16 of it is the largest model whose
      * states are read in one job ({@link #writeTemp}). */
     private final int maxChunkBytes;
-    /** Weights being received from Python chunk by chunk ({@link #beginWeights}): one array per block, then the
-     * buffers. */
-    private byte[][] staging;
     /** The optimizer state of the one block in driver-reduce mode. */
     private ShardState driverState;
 
@@ -139,50 +136,87 @@ public final class TrainingLoop {
     // ------------------------------------------------------------------ weights and states
 
     /**
-     * Start receiving {@code floats} float32 values, parameters then buffers ({@link #putWeights},
-     * {@link #commitWeights}), into byte arrays cut at the block boundaries, the layout {@link #commit} keeps.
+     * The file Python writes the next weights or states into ({@link #uploadFile}); {@link #commitWeights} or
+     * {@link #commitStates} reads and deletes it. The JVM creates it: no path from Python is ever read.
      */
-    public void beginWeights(long floats) {
-        int k = numBlocks();
-        long parameters = bounds[k];
-        if (floats < parameters) {
-            throw new IllegalArgumentException("sparkdl bridge: " + floats + " weights, blocks cover " + parameters);
+    private Path upload;
+
+    /**
+     * A new empty file, readable and writable by this user only, for Python to write the weights or states into
+     * before {@link #commitWeights} or {@link #commitStates}; returns its path. py4j moves a byte array as base64
+     * text in one command string: a 64 MiB call held about four times its size in the driver's heap, which then
+     * grew to its limit for a 100M-parameter model.
+     */
+    public String uploadFile() {
+        try {
+            deleteUpload();
+            upload = Files.createTempFile("sparkdl-upload-", ".bin"); // rw------- on POSIX file systems
+            return upload.toString();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
-        staging = new byte[k + 1][];
-        for (int i = 0; i < k; i++) {
-            staging[i] = new byte[Math.toIntExact(4 * (bounds[i + 1] - bounds[i]))];
-        }
-        staging[k] = new byte[Math.toIntExact(4 * (floats - parameters))];
     }
 
-    /** Float32 little-endian values for positions {@code offset...} (a chunk of at most the chunk limit). */
-    public void putWeights(long offset, byte[] chunk) {
-        long at = 4 * offset;  // byte position in the concatenation of the staging arrays
-        int done = 0;
-        for (byte[] part : staging) {
-            if (done < chunk.length && at < part.length) {
-                int n = (int) Math.min(chunk.length - done, part.length - at);
-                System.arraycopy(chunk, done, part, (int) at, n);
-                done += n;
-                at += n;
+    private void deleteUpload() throws IOException {
+        if (upload != null) {
+            Files.deleteIfExists(upload);
+            upload = null;
+        }
+    }
+
+    /** Reads the uploaded file with {@code reader}, then deletes it. */
+    private <T> T readUpload(UploadReader<T> reader) {
+        if (upload == null) {
+            throw new IllegalStateException("sparkdl bridge: nothing was uploaded (call uploadFile first)");
+        }
+        try {
+            try (java.io.InputStream in = new java.io.BufferedInputStream(Files.newInputStream(upload), 1 << 16)) {
+                T out = reader.read(in);
+                if (in.read() != -1) {
+                    throw new IllegalArgumentException("sparkdl bridge: the uploaded file has extra bytes");
+                }
+                return out;
+            } finally {
+                deleteUpload();
             }
-            at -= part.length;
-        }
-        if (done != chunk.length) {
-            throw new IllegalArgumentException("sparkdl bridge: weights past the end at float " + offset);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
     }
 
-    /** The received values are the weights: {@code numParameters} parameters, then buffers. */
-    public void commitWeights(int numParameters) {
-        if (numParameters != bounds[bounds.length - 1]) {
-            throw new IllegalArgumentException("sparkdl bridge: " + numParameters + " parameters, blocks cover "
-                    + bounds[bounds.length - 1]);
+    private interface UploadReader<T> {
+        T read(java.io.InputStream in) throws IOException;
+    }
+
+    private static void readFully(java.io.InputStream in, byte[] into) throws IOException {
+        if (in.readNBytes(into, 0, into.length) != into.length) {
+            throw new IllegalArgumentException("sparkdl bridge: the uploaded file ends early");
         }
+    }
+
+    /**
+     * The uploaded file ({@link #uploadFile}) holds the weights: {@code floats} float32 little-endian values,
+     * {@code numParameters} parameters then buffers. They are read into one array per AllReduce block (the layout
+     * {@link #commit} keeps) and the buffers.
+     */
+    public void commitWeights(long floats, int numParameters) {
         int k = numBlocks();
-        buffers = Frames.floats(staging[k], 0, staging[k].length / 4);
-        byte[][] parts = staging;
-        staging = null;
+        if (numParameters != bounds[k] || floats < numParameters) {
+            throw new IllegalArgumentException("sparkdl bridge: " + numParameters + " parameters of " + floats
+                    + " weights, blocks cover " + bounds[k]);
+        }
+        byte[][] parts = new byte[k + 1][];
+        for (int i = 0; i < k; i++) {
+            parts[i] = new byte[Math.toIntExact(4 * (bounds[i + 1] - bounds[i]))];
+        }
+        parts[k] = new byte[Math.toIntExact(4 * (floats - numParameters))];
+        readUpload(in -> {
+            for (byte[] part : parts) {
+                readFully(in, part);
+            }
+            return null;
+        });
+        buffers = Frames.floats(parts[k], 0, parts[k].length / 4);
         if (driverReduce) {
             publish(Frames.chunks(parts, maxChunkBytes));
             return;
@@ -242,30 +276,20 @@ public final class TrainingLoop {
 
 
     /**
-     * Replace the cached optimizer states. {@code packed}: int32 K, then per block int32 block, int64 step,
-     * int32 arrays, int32 length, float32[arrays * length].
-     */
-    private List<byte[]> stagedStates;
-
-    /** Start receiving packed states chunk by chunk ({@link #putStates}, {@link #commitStates}). */
-    public void beginStates() {
-        stagedStates = new ArrayList<>();
-    }
-
-    /** The next chunk (at most the chunk limit) of the packed states. */
-    public void putStates(byte[] chunk) {
-        stagedStates.add(chunk);
-    }
-
-    /**
-     * The received chunks replace the cached optimizer states ({@link StateCodec} layout). With the executor
-     * reduce each block's state is broadcast as it is decoded and the reduce task of block k reads broadcast k:
-     * inside a task (a parallelized collection) a 100M-parameter model's states were hundreds of MB of task
-     * bytes serialized in the driver's scheduler thread, over Spark's RPC message limit and out of its heap.
+     * The uploaded file ({@link #uploadFile}) holds the optimizer states ({@link StateCodec} layout), which replace
+     * the cached ones. With the executor reduce each block's state is broadcast as it is decoded and the reduce
+     * task of block k reads broadcast k: inside a task (a parallelized collection) a 100M-parameter model's states
+     * were hundreds of MB of task bytes serialized in the driver's scheduler thread, over Spark's RPC message limit
+     * and out of its heap.
      */
     public void commitStates() {
-        List<byte[]> staged = stagedStates;
-        stagedStates = null;
+        List<byte[]> staged = readUpload(in -> {  // chunks of at most the chunk limit: no array over 2 GiB
+            List<byte[]> chunks = new ArrayList<>();
+            for (byte[] c = in.readNBytes(maxChunkBytes); c.length > 0; c = in.readNBytes(maxChunkBytes)) {
+                chunks.add(c);
+            }
+            return chunks;
+        });
         if (driverReduce) {
             driverState = StateCodec.read(staged, bounds).get(0);
         } else {
@@ -535,6 +559,11 @@ public final class TrainingLoop {
 
     /** Release the cached states and the broadcasts. */
     public void close() {
+        try {
+            deleteUpload();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
         replaceStates(null, List.of());
         driverState = null;
         if (current != null) {
