@@ -6,10 +6,12 @@ global batch of ``B`` rows and ``b`` bytes per gradient value (4, or 2 with ``co
 
 * **launch**: ``job_s + task_driver_s * S + task_python_s * waves`` — one Spark job, the driver schedules ``S``
   group tasks, each Python task has a fixed executor-side cost; ``waves = ceil(S / cores that really run)``.
-* **weights**: ``4P`` bytes reach every executor: inside each task up to 512 KB on the driver path
+* **weights**: ``4P`` bytes reach every executor. On the driver path: inside each task up to 512 KB
   (``4P / inline_bps`` per task), else a torrent broadcast pipelined in 4 MB blocks
-  (``(4P + ceil(log2(E + 1)) * 4 MB) / bandwidth``, times ``E / host cores`` when the executors share one host);
-  then each of the ``C`` Python tasks of an executor reads them from its JVM.
+  (``(4P + ceil(log2(E + 1)) * 4 MB) / bandwidth``); on the shuffle path each executor fetches the ``K`` blocks
+  from the executors whose reduce tasks computed them (``4P / bandwidth``: every executor receives and serves
+  about ``4P``, all at once); times ``E / host cores`` when the executors share one host; then each of the ``C``
+  Python tasks of an executor reads them from its JVM.
 * **compute**: each group task computes ``N / S`` partitions with ``B / S`` rows in all:
   ``P * (rows * row_param_s + partitions * partition_param_s)`` (the per-partition term includes its share of the
   task's pre-sum), and writes its ``r / S`` records (below; ``record_overhead_bytes + b * P`` each: measured from
@@ -23,7 +25,8 @@ global batch of ``B`` rows and ``b`` bytes per gradient value (4, or 2 with ``co
   (``update_param_s`` per parameter). This is ``FanIn.java`` in the bridge.
   ``shuffle``: ``K`` AllReduce blocks, each record is cut into ``K`` block records that go through Spark's shuffle
   (write at ``shuffle_bps``, read over the network), ``K`` JVM reduce tasks (a second stage) sum and update a block
-  each, and the new shards (``4P`` bytes) come back to the driver.
+  each and keep the new block on their executor; the driver receives ``K`` small results
+  (``record_overhead_bytes`` each).
 
 Bandwidths that cross machines are capped by ``network_bps`` (an assumption for clusters, not measured here: the
 calibration machine has only loopback); on one host (``local``/``local-cluster`` masters) it is infinite.
@@ -177,6 +180,8 @@ def predict(cal: Calibration, cl: Cluster, strategy: Strategy) -> dict:
         ship = 0.0
     elif inline:
         ship = over * weight_bytes / min(cal.inline_bps, net)  # each task's copy
+    elif strategy.name == "shuffle":  # fetched from the executors that hold the blocks, no torrent rounds
+        ship = share * weight_bytes / min(cal.broadcast_bps, net)
     else:
         bw = min(cal.broadcast_bps, net)
         ship = share * (weight_bytes + _rounds(E) * min(weight_bytes, TORRENT_BLOCK_BYTES)) / bw
@@ -202,8 +207,8 @@ def predict(cal: Calibration, cl: Cluster, strategy: Strategy) -> dict:
         reduce_waves = math.ceil(K / run)
         out["shuffle"] = cal.stage_s + cal.task_driver_s * K + write + reduce_waves * read
         out["reduce"] = reduce_waves * (r * P / K / cal.driver_sum_fps + update / K)
-        out["gather"] = weight_bytes / gather  # the new shards
-        out["driver_bytes"] = weight_bytes + K * RECORD_HEADER_BYTES
+        out["driver_bytes"] = K * cal.record_overhead_bytes  # the reduce tasks' results: no weights
+        out["gather"] = out["driver_bytes"] / gather
     else:
         raise ValueError(f"predict: strategy.name must be 'driver' or 'shuffle', got {strategy.name!r}")
     out["total"] = sum(out[k] for k in ("launch", "weights", "compute", "gather", "shuffle", "reduce"))

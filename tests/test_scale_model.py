@@ -59,11 +59,13 @@ def test_shuffle_prediction_worked_by_hand():
     read = (total / 2) / 1e8  # half local, half remote; network infinite: both at shuffle_bps
     assert sh["shuffle"] == pytest.approx(0.05 + 2 * 0.001 + write + read)
     assert sh["reduce"] == pytest.approx(2 * 1000 / 2 / 1e9 + 1e-5 / 2)
-    assert sh["weights"] == pytest.approx((4000 + 2 * 4000) / 1e7 + 4000 / 1e8)  # broadcast: 4 KB + 2 rounds
-    # 2 executors sharing 1 core receive the broadcast one after the other; the compute shares it too.
+    assert sh["weights"] == pytest.approx(4000 / 1e7 + 4000 / 1e8)  # fetched from the executors, then read
+    # 2 executors sharing 1 core fetch the weights one after the other; the compute shares it too.
     one_core = predict(CAL, Cluster(**{**SMALL.__dict__, "host_cores": 1}), Strategy("shuffle", 2))
-    assert one_core["weights"] == pytest.approx(2 * (4000 + 2 * 4000) / 1e7 + 2 * 4000 / 1e8)
-    assert sh["driver_bytes"] == 4000 + 2 * 80
+    assert one_core["weights"] == pytest.approx(2 * 4000 / 1e7 + 2 * 4000 / 1e8)
+    # the driver receives the 2 reduce tasks' results, not the weights
+    assert sh["driver_bytes"] == 2 * CAL.record_overhead_bytes
+    assert sh["gather"] == pytest.approx(2 * CAL.record_overhead_bytes / 1e7)
 
 
 def test_what_each_strategy_grows_with():

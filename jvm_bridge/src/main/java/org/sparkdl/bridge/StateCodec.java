@@ -1,6 +1,7 @@
 package org.sparkdl.bridge;
 
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -11,7 +12,7 @@ import java.util.function.Consumer;
 
 /**
  * The optimizer states of all shards as bytes (sparkdl/engine/jvm_reduce.py pack_states writes the same), read
- * from chunks ({@link Chunks}) and written to a stream:
+ * from and written to a stream:
  * <pre>
  * int32 K | per block: int32 block | int64 step | int32 arrays | int32 length | float32[arrays * length]
  * </pre>
@@ -20,18 +21,19 @@ final class StateCodec {
     private StateCodec() {
     }
 
-    static List<ShardState> read(List<byte[]> chunks, long[] bounds) {
+    static List<ShardState> read(InputStream in, long[] bounds) throws IOException {
         List<ShardState> list = new ArrayList<>(bounds.length - 1);
-        read(chunks, bounds, list::add);
+        read(in, bounds, list::add);
         return list;
     }
 
     /**
-     * Each block's state in block order to {@code sink} as soon as it is decoded; {@code chunks} (a mutable list) is
-     * emptied as it is read, so the packed bytes and the decoded states are not both held whole.
+     * Each block's state in block order to {@code sink} as soon as it is decoded from {@code in}, which must then be
+     * at its end: one block's states at a time in memory (all of a 100M-parameter model's, read whole and then
+     * decoded, were twice its bytes in the driver's heap).
      */
-    static void read(List<byte[]> chunks, long[] bounds, Consumer<ShardState> sink) {
-        Chunks.Reader b = new Chunks.Reader(chunks);
+    static void read(InputStream in, long[] bounds, Consumer<ShardState> sink) throws IOException {
+        Input b = new Input(in);
         int k = b.getInt();
         if (k != bounds.length - 1) {
             throw new IllegalArgumentException("sparkdl bridge: " + k + " shard states for " + (bounds.length - 1)
@@ -52,8 +54,61 @@ final class StateCodec {
             }
             sink.accept(new ShardState(block, step, a));
         }
-        if (b.hasRemaining()) {
+        if (!b.atEnd()) {
             throw new IllegalArgumentException("sparkdl bridge: packed states have extra bytes");
+        }
+    }
+
+    /** Little-endian values read from a stream through a small buffer. */
+    private static final class Input {
+        private final InputStream in;
+        private final ByteBuffer buf = ByteBuffer.allocate(1 << 16).order(ByteOrder.LITTLE_ENDIAN);
+
+        Input(InputStream in) {
+            this.in = in;
+            buf.limit(0);
+        }
+
+        /** At least {@code n} (at most the buffer's capacity) bytes remain in the buffer. */
+        private void need(int n) throws IOException {
+            if (buf.remaining() >= n) {
+                return;
+            }
+            buf.compact();
+            while (buf.position() < n) {
+                int r = in.read(buf.array(), buf.position(), buf.capacity() - buf.position());
+                if (r < 0) {
+                    throw new IllegalArgumentException("sparkdl bridge: packed states end early");
+                }
+                buf.position(buf.position() + r);
+            }
+            buf.flip();
+        }
+
+        int getInt() throws IOException {
+            need(4);
+            return buf.getInt();
+        }
+
+        long getLong() throws IOException {
+            need(8);
+            return buf.getLong();
+        }
+
+        float[] getFloats(int n) throws IOException {
+            float[] out = new float[n];
+            for (int i = 0; i < n; ) {
+                need(4);
+                int m = Math.min(n - i, buf.remaining() / 4);
+                buf.asFloatBuffer().get(out, i, m);
+                buf.position(buf.position() + 4 * m);
+                i += m;
+            }
+            return out;
+        }
+
+        boolean atEnd() throws IOException {
+            return !buf.hasRemaining() && in.read() == -1;
         }
     }
 

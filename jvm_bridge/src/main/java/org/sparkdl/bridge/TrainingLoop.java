@@ -283,18 +283,14 @@ public final class TrainingLoop {
      * and out of its heap.
      */
     public void commitStates() {
-        List<byte[]> staged = readUpload(in -> {  // chunks of at most the chunk limit: no array over 2 GiB
-            List<byte[]> chunks = new ArrayList<>();
-            for (byte[] c = in.readNBytes(maxChunkBytes); c.length > 0; c = in.readNBytes(maxChunkBytes)) {
-                chunks.add(c);
-            }
-            return chunks;
-        });
         if (driverReduce) {
-            driverState = StateCodec.read(staged, bounds).get(0);
+            driverState = readUpload(in -> StateCodec.read(in, bounds)).get(0);
         } else {
             List<Broadcast<ShardState>> sources = new ArrayList<>(numBlocks());
-            StateCodec.read(staged, bounds, s -> sources.add(broadcast(s.compact(), ShardState.class, true)));
+            readUpload(in -> {
+                StateCodec.read(in, bounds, s -> sources.add(broadcast(s.compact(), ShardState.class, true)));
+                return null;
+            });
             List<Integer> blocks = new ArrayList<>(sources.size());
             for (int k = 0; k < sources.size(); k++) {
                 blocks.add(k);
