@@ -135,63 +135,15 @@ public final class TrainingLoop {
 
     // ------------------------------------------------------------------ weights and states
 
-    /**
-     * The file Python writes the next weights or states into ({@link #uploadFile}); {@link #commitWeights} or
-     * {@link #commitStates} reads and deletes it. The JVM creates it: no path from Python is ever read.
-     */
-    private Path upload;
+    /** Where Python writes the next weights or states ({@link #uploadFile}). */
+    private final Upload upload = new Upload();
 
     /**
      * A new empty file, readable and writable by this user only, for Python to write the weights or states into
-     * before {@link #commitWeights} or {@link #commitStates}; returns its path. py4j moves a byte array as base64
-     * text in one command string: a 64 MiB call held about four times its size in the driver's heap, which then
-     * grew to its limit for a 100M-parameter model.
+     * before {@link #commitWeights} or {@link #commitStates}, which read and delete it; returns its path.
      */
     public String uploadFile() {
-        try {
-            deleteUpload();
-            upload = Files.createTempFile("sparkdl-upload-", ".bin"); // rw------- on POSIX file systems
-            return upload.toString();
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
-    }
-
-    private void deleteUpload() throws IOException {
-        if (upload != null) {
-            Files.deleteIfExists(upload);
-            upload = null;
-        }
-    }
-
-    /** Reads the uploaded file with {@code reader}, then deletes it. */
-    private <T> T readUpload(UploadReader<T> reader) {
-        if (upload == null) {
-            throw new IllegalStateException("sparkdl bridge: nothing was uploaded (call uploadFile first)");
-        }
-        try {
-            try (java.io.InputStream in = new java.io.BufferedInputStream(Files.newInputStream(upload), 1 << 16)) {
-                T out = reader.read(in);
-                if (in.read() != -1) {
-                    throw new IllegalArgumentException("sparkdl bridge: the uploaded file has extra bytes");
-                }
-                return out;
-            } finally {
-                deleteUpload();
-            }
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
-    }
-
-    private interface UploadReader<T> {
-        T read(java.io.InputStream in) throws IOException;
-    }
-
-    private static void readFully(java.io.InputStream in, byte[] into) throws IOException {
-        if (in.readNBytes(into, 0, into.length) != into.length) {
-            throw new IllegalArgumentException("sparkdl bridge: the uploaded file ends early");
-        }
+        return upload.create();
     }
 
     /**
@@ -210,9 +162,9 @@ public final class TrainingLoop {
             parts[i] = new byte[Math.toIntExact(4 * (bounds[i + 1] - bounds[i]))];
         }
         parts[k] = new byte[Math.toIntExact(4 * (floats - numParameters))];
-        readUpload(in -> {
+        upload.read(in -> {
             for (byte[] part : parts) {
-                readFully(in, part);
+                Upload.readFully(in, part);
             }
             return null;
         });
@@ -284,10 +236,10 @@ public final class TrainingLoop {
      */
     public void commitStates() {
         if (driverReduce) {
-            driverState = readUpload(in -> StateCodec.read(in, bounds)).get(0);
+            driverState = upload.read(in -> StateCodec.read(in, bounds)).get(0);
         } else {
             List<Broadcast<ShardState>> sources = new ArrayList<>(numBlocks());
-            readUpload(in -> {
+            upload.read(in -> {
                 StateCodec.read(in, bounds, s -> sources.add(broadcast(s.compact(), ShardState.class, true)));
                 return null;
             });
@@ -555,11 +507,7 @@ public final class TrainingLoop {
 
     /** Release the cached states and the broadcasts. */
     public void close() {
-        try {
-            deleteUpload();
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
+        upload.delete();
         replaceStates(null, List.of());
         driverState = null;
         if (current != null) {
