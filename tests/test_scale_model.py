@@ -64,8 +64,8 @@ def test_shuffle_prediction_worked_by_hand():
     one_core = predict(CAL, Cluster(**{**SMALL.__dict__, "host_cores": 1}), Strategy("shuffle", 2))
     assert one_core["weights"] == pytest.approx(2 * 4000 / 1e7 + 2 * 4000 / 1e8)
     # the driver receives the 2 reduce tasks' results, not the weights
-    assert sh["driver_bytes"] == 2 * CAL.record_overhead_bytes
-    assert sh["gather"] == pytest.approx(2 * CAL.record_overhead_bytes / 1e7)
+    assert sh["driver_bytes"] == 2 * scale_cost.REDUCE_RESULT_BYTES
+    assert sh["gather"] == pytest.approx(2 * scale_cost.REDUCE_RESULT_BYTES / 1e7)
 
 
 def test_what_each_strategy_grows_with():
