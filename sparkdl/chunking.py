@@ -2,29 +2,18 @@
 
 Java arrays hold at most 2^31 - 1 elements, and Spark's serializers, py4j and protobuf have similar limits, so a
 model's weights (400 MB at 100M float32 parameters, 2 GiB at 537M) never travel or rest as one byte array: the JVM
-bridge keeps and broadcasts the weights as chunks of at most :data:`MAX_CHUNK_BYTES`, each gradient record (one
-AllReduce block) is at most that size, and Python sends the weights to the JVM chunk by chunk. Tests set it low
+bridge keeps and sends the weights as chunks of at most :data:`MAX_CHUNK_BYTES` and reads uploaded states into
+arrays of at most one block, and each gradient record (one AllReduce block) is at most that size. Tests set it low
 (a few hundred bytes) to prove that chunked and unchunked runs agree bitwise.
 """
 from __future__ import annotations
 
 import math
 
-__all__ = ["MAX_CHUNK_BYTES", "chunk_ranges", "min_blocks"]
+__all__ = ["MAX_CHUNK_BYTES", "min_blocks"]
 
 #: Largest byte array (a multiple of 4: float32 values never straddle two chunks). 1 GiB, half of Java's limit.
 MAX_CHUNK_BYTES = 1 << 30
-
-
-def chunk_ranges(num_bytes: int, limit: int | None = None) -> list[tuple[int, int]]:
-    """``[(start, stop)]`` byte ranges of at most ``limit`` (default :data:`MAX_CHUNK_BYTES`) covering
-    ``[0, num_bytes)``; one empty range for zero bytes."""
-    limit = MAX_CHUNK_BYTES if limit is None else int(limit)
-    if limit < 4 or limit % 4:
-        raise ValueError(f"the chunk limit must be a positive multiple of 4 bytes, got {limit}")
-    if num_bytes <= 0:
-        return [(0, 0)]
-    return [(lo, min(num_bytes, lo + limit)) for lo in range(0, num_bytes, limit)]
 
 
 def min_blocks(num_parameters: int, itemsize: int = 4) -> int:

@@ -130,13 +130,6 @@ def test_weights_and_blocks_in_small_chunks_are_bitwise_equal(data, monkeypatch,
     np.testing.assert_array_equal(model.flat_buffers, whole.flat_buffers)
 
 
-def test_chunk_ranges():
-    assert chunking.chunk_ranges(10, 4) == [(0, 4), (4, 8), (8, 10)]
-    assert chunking.chunk_ranges(0, 4) == [(0, 0)]
-    with pytest.raises(ValueError, match="multiple of 4 bytes, got 6"):
-        chunking.chunk_ranges(10, 6)
-
-
 def test_load_weights_from_chunks_cut_anywhere():
     """A gradient task copies the weights chunk by chunk into the model's parameters (never one concatenation):
     chunks at block boundaries, cut inside the parameters or inside the buffers, give the same values."""

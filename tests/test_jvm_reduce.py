@@ -258,7 +258,7 @@ def test_cache_broadcasts_and_lineage_stay_bounded(spark, driver, monkeypatch):
     data.unpersist()
 
 
-def test_executor_reduce_keeps_the_weights_off_the_driver(spark, monkeypatch):
+def test_executor_reduce_keeps_the_weights_off_the_driver(spark):
     """Issue #30: with the executor reduce the driver receives only the reduce tasks' small results, not the new
     weights (it neither collects nor broadcasts them), and the result is the driver reduce's, bit for bit."""
     rng = np.random.default_rng(0)

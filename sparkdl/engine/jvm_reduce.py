@@ -18,8 +18,10 @@ One iteration is one call of :meth:`JvmAllReduce.step`, i.e. one py4j round trip
   are more than two records per executor, a JVM combine stage sums them by tree node first (one task per
   executor at most), so the driver receives at most 2 x executors x model bytes of gradients.
 
-The driver keeps the weights on the JVM; Python reads them (and the shard states) only for validation,
-snapshots, checkpoints and at the end. Supported: :class:`~sparkdl.optim.SGD` (momentum, dampening,
+With several blocks each reduce task keeps its block's new weights in its executor's block manager, where the
+next iteration's tasks fetch them (``ResidentWeights.java``): the driver receives no weights; with one block the
+driver JVM keeps them. Python reads the weights (and the shard states) only for validation, snapshots,
+checkpoints and at the end, and writes them into the JVM through a file the JVM creates. Supported: :class:`~sparkdl.optim.SGD` (momentum, dampening,
 Nesterov, weight decay), :class:`~sparkdl.optim.Adam` and :class:`~sparkdl.optim.AdamW` (AMSGrad), with
 ``clip_value`` or ``clip_norm`` (the latter with one AllReduce block), parameter groups, frozen tensors and
 ``compress='fp16'`` (float16 records, widened exactly and summed in float32 as the Python path does); other

@@ -3,9 +3,10 @@
 One iteration is one Spark job of two stages (see :mod:`sparkdl.engine.iteration`): stage 1 computes each cached
 partition's summed gradient and cuts it into K blocks; the shuffle routes block k to task k of stage 2, which
 sums it, divides by the global normalizer and — zipped with shard k's optimizer state, cached on the executors
-(:mod:`sparkdl.engine.shards`) — applies the optimizer. The driver gathers the new shards, broadcasts them for the
-next iteration and destroys the previous broadcast. With the JVM reduce (:mod:`sparkdl.engine.jvm_reduce`) an
-iteration is one py4j call instead. After each iteration the loop records it, validates and checkpoints when
+(:mod:`sparkdl.engine.shards`) — applies the optimizer. On this Python path the driver gathers the new shards,
+broadcasts them for the next iteration and destroys the previous broadcast. With the JVM reduce
+(:mod:`sparkdl.engine.jvm_reduce`) an iteration is one py4j call instead, and with several blocks the new shards
+stay on the executors that computed them. After each iteration the loop records it, validates and checkpoints when
 their triggers fire, and keeps a snapshot every ``snapshot_interval`` iterations to replay from after a lost
 executor (:mod:`sparkdl.engine.recovery`).
 """
