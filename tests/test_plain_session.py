@@ -13,6 +13,8 @@ import pytest
 from sparkdl import jvm
 from tests.scripts import plain_session
 
+pytestmark = pytest.mark.slow  # each case starts a Spark session in a process of its own (~30-50 s on 2 cores)
+
 SCRIPT = plain_session.__file__
 DIGESTS = ("classifier", "probabilities", "trainer")
 

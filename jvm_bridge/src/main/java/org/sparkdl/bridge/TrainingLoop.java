@@ -514,7 +514,7 @@ public final class TrainingLoop {
             current.destroy();
         }
         if (anchor != null) {
-            anchor.destroy();
+            anchor.destroy(true);  // the weights' blocks are gone from every block manager when fit returns
         }
         current = null;
         currentBytes = null;
