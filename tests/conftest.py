@@ -8,9 +8,9 @@ import pytest
 
 
 def pytest_collection_modifyitems(config, items):
-    """Files holding a ``slow`` test run first (order within a file unchanged): ``--dist loadfile`` hands files to
-    the two workers in collection order, and the minutes-long end-to-end files collected last left one worker
-    idle for minutes at the end of the run."""
+    """Files holding a ``slow`` test run first (order within a file unchanged): with ``--dist loadfile
+    --no-loadscope-reorder`` (setup.cfg) xdist hands files to the two workers in this order; its default order (most
+    tests first) left the minutes-long one-test files to the end, and one worker idle for minutes."""
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow)
 
