@@ -18,7 +18,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine import median_ms  # noqa: E402  (bench/engine.py)
 from scale_cost import Calibration  # noqa: E402
 
-__all__ = ["calibrate", "driver_task_part", "mlp", "reduce_parts", "train_iterations", "FEATURES"]
+__all__ = ["calibrate", "driver_task_part", "mlp", "reduce_parts", "train_iterations", "warm_up",
+           "FEATURES"]
 
 #: Input features of the MLPs (``FEATURES -> hidden -> 10``); the hidden width sets the parameter count.
 FEATURES = 1000
@@ -44,6 +45,17 @@ def _emit(size, it):
     for _ in it:
         pass
     yield bytes(size)
+
+
+def warm_up(sc, jobs: int = 5, tasks: int = 64) -> None:
+    """Run ``jobs`` empty Python jobs of ``tasks`` tasks: the model predicts a long run's steady state, and on a
+    fresh ``local-cluster`` a 100k-parameter model's iteration took 0.10-0.13 s for the first few hundred tasks and
+    0.06 s after them (the executors' JVMs and Python workers warming up), whatever the training's own warm-up."""
+    from sparkdl.jvm import count_on_jvm
+    _ship_by_value()
+    rdd = sc.parallelize(range(tasks), tasks).mapPartitions(_drain)
+    for _ in range(jobs):
+        count_on_jvm(rdd)
 
 
 def mlp(parameters: int):
@@ -107,9 +119,12 @@ def compute_parts(repeats: int, parameters: int = 1_000_000) -> dict:
 
 
 def io_parts(sc, repeats: int, size: int = 32 << 20) -> dict:
-    """``python_io_bps`` (tasks writing ``size`` bytes each to their JVM, counted there), ``gather_bps`` (the same
-    bytes collected to the driver) and ``broadcast_bps`` (a broadcast of ``size`` bytes read by every task, less
-    what the Python read costs)."""
+    """``python_io_bps`` (tasks writing ``size`` bytes each to their JVM, counted there), ``weights_in_bps`` (tasks
+    reading ``size`` bytes each that their JVM holds: a cached RDD of those records drained by Python, as gradient
+    tasks read the weights' frames) and ``gather_bps`` (the records collected to the driver)."""
+    from pyspark import RDD
+    from pyspark.serializers import NoOpSerializer
+
     from sparkdl.jvm import count_on_jvm
     slots = sc.defaultParallelism
     src = sc.parallelize(range(slots), slots)
@@ -117,18 +132,18 @@ def io_parts(sc, repeats: int, size: int = 32 << 20) -> dict:
     lengths = emitted.map(len)
     python_io = size / max(_median_s(lambda: count_on_jvm(emitted), repeats) -
                            _median_s(lambda: count_on_jvm(empty), repeats), 1e-4)
+    held = src.mapPartitions(lambda it: _emit(size, it)).cache()  # not ``emitted``: it must stay uncached
+    held_empty = src.map(lambda i: b"").cache()
+    count_on_jvm(held), count_on_jvm(held_empty)
+
+    def raw(rdd):  # the held records as the bytes they are (no unpickling), as the weights' frames are read
+        return RDD(rdd._jrdd, sc, NoOpSerializer()).mapPartitions(_drain)
+    weights_in = size / max(_median_s(lambda: count_on_jvm(raw(held)), repeats) -
+                            _median_s(lambda: count_on_jvm(raw(held_empty)), repeats), 1e-4)
+    held.unpersist(), held_empty.unpersist()
     gathered = _median_s(emitted.collect, repeats) - _median_s(lengths.collect, repeats)
     gather = slots * size / max(gathered, 1e-4)
-
-    def read(nbytes):
-        bc = sc.broadcast(bytes(nbytes))
-        try:
-            count_on_jvm(src.mapPartitions(lambda it: (_drain(it), [len(bc.value)])[1]))
-        finally:
-            bc.destroy()
-    bcast_s = _median_s(lambda: read(size), repeats) - _median_s(lambda: read(16), repeats)
-    broadcast = size / max(bcast_s - size / python_io, 1e-4)
-    return {"python_io_bps": python_io, "gather_bps": gather, "broadcast_bps": broadcast}
+    return {"python_io_bps": python_io, "weights_in_bps": weights_in, "gather_bps": gather}
 
 
 def shuffle_parts(sc, repeats: int) -> dict:
@@ -223,9 +238,10 @@ def reduce_parts(runs: list) -> dict:
 
 
 def calibrate(sc, task_driver_s: float, reduce: dict, repeats: int = 5, iterations: int = 5) -> Calibration:
-    """Every part but ``task_driver_s`` (:func:`driver_task_part`) and the ``reduce`` parts (:func:`reduce_parts`),
+    """Every part but ``task_driver_s`` (:func:`driver_task_part`) and the ``reduce`` parts (:func:`reduce_parts`
+    and ``one_jvm_launch_s``, measured on local masters),
     measured on ``sc``'s master."""
-    _ship_by_value()
+    warm_up(sc)
     parts = {"task_driver_s": task_driver_s}
     parts.update(launch_parts(sc, repeats, task_driver_s, iterations))
     parts.update(compute_parts(repeats))

@@ -6,12 +6,13 @@ global batch of ``B`` rows and ``b`` bytes per gradient value (4, or 2 with ``co
 
 * **launch**: ``job_s + task_driver_s * S + task_python_s * waves`` — one Spark job, the driver schedules ``S``
   group tasks, each Python task has a fixed executor-side cost; ``waves = ceil(S / cores that really run)``.
+  When the tasks run in the driver's JVM (``local[k]``, no RPC between JVMs) ``one_jvm_launch_s``, measured there.
 * **weights**: ``4P`` bytes reach every executor. On the driver path: inside each task up to 512 KB
   (``4P / inline_bps`` per task), else a torrent broadcast pipelined in 4 MB blocks
   (``(4P + ceil(log2(E + 1)) * 4 MB) / bandwidth``); on the shuffle path each executor fetches the ``K`` blocks
-  from the executors whose reduce tasks computed them (``4P / bandwidth``: every executor receives and serves
+  from the executors whose reduce tasks computed them (``4P / fetch_bps``: every executor receives and serves
   about ``4P``, all at once); times ``E / host cores`` when the executors share one host; then each of the ``C``
-  Python tasks of an executor reads them from its JVM.
+  Python tasks of an executor reads them from its JVM (``4P / weights_in_bps``).
 * **compute**: each group task computes ``N / S`` partitions with ``B / S`` rows in all:
   ``P * (rows * row_param_s + partitions * partition_param_s)`` (the per-partition term includes its share of the
   task's pre-sum), and writes its ``r / S`` records (below; ``record_overhead_bytes + b * P`` each: measured from
@@ -54,25 +55,29 @@ class Calibration:
     """The measured parts (seconds, bytes/s, floats/s); ``bench/scale_model.py --calibrate`` writes them as JSON."""
 
     job_s: float  # fixed cost of a one-stage job with Python tasks (py4j call, DAG scheduling, result handling)
+    one_jvm_launch_s: float  # launch of an iteration whose tasks run in the driver's JVM (local[k]): measured there
     task_driver_s: float  # driver-side cost per task (scheduling, serialization, launch)
     task_python_s: float  # executor-side fixed cost per Python task (worker hand-off, deserialization)
     stage_s: float  # extra fixed cost of a second (shuffle) stage
     row_param_s: float  # gradient compute per row and parameter (forward + backward, one core)
     partition_param_s: float  # per partition and parameter (gradient buffer, per-partition pass)
-    python_io_bps: float  # Python task <-> its JVM (records out, weights in)
+    python_io_bps: float  # a Python task's records out to its JVM
+    weights_in_bps: float  # a Python task reading bytes its JVM holds (the weights' frames)
     gather_bps: float  # task results reaching the driver JVM (one host: loopback)
-    broadcast_bps: float  # a JVM broadcast reaching another executor (one host: loopback)
     shuffle_bps: float  # shuffle write + read of raw records (one host)
     driver_sum_fps: float  # float32 values summed per second by the JVM reduce (driver or task)
     update_param_s: float  # optimizer update per parameter (JVM)
     record_overhead_bytes: float = RECORD_HEADER_BYTES  # a record's task result bytes beyond its b * P
-    inline_bps: float = math.inf  # weights inside a task reaching a Python task in another JVM (measured last)
+    inline_bps: float = math.inf  # weights inside a task reaching a Python task in another JVM (fitted last)
+    broadcast_bps: float = math.inf  # the driver reduce's weights broadcast reaching an executor (fitted last)
+    fetch_bps: float = math.inf  # the shuffle path's weights blocks fetched by an executor (fitted last)
     host: str = ""
 
     @classmethod
     def from_dict(cls, d: dict) -> "Calibration":
         names = {f.name for f in fields(cls)}
-        missing = sorted(names - set(d) - {"host", "record_overhead_bytes", "inline_bps"})
+        missing = sorted(names - set(d) - {"host", "record_overhead_bytes", "inline_bps", "broadcast_bps",
+                                              "fetch_bps"})
         if missing:
             raise ValueError(f"calibration: missing part(s) {missing}; run bench/scale_model.py --calibrate")
         return cls(**{k: v for k, v in d.items() if k in names})
@@ -175,7 +180,8 @@ def predict(cal: Calibration, cl: Cluster, strategy: Strategy) -> dict:
     record = cal.record_overhead_bytes + cl.value_bytes * P
     weight_bytes = 4 * P
     waves = math.ceil(S / run)
-    out = {"launch": cal.job_s + cal.task_driver_s * S + cal.task_python_s * waves}
+    out = {"launch": cal.one_jvm_launch_s if cl.one_jvm else cal.job_s + cal.task_driver_s * S
+           + cal.task_python_s * waves}
     # Weights: a broadcast unless small enough to ride in the tasks; each Python task then reads them. On one
     # host the executors share its cores to receive a broadcast; across hosts each has its own link.
     inline = strategy.name != "shuffle" and weight_bytes <= INLINE_WEIGHT_BYTES
@@ -185,11 +191,11 @@ def predict(cal: Calibration, cl: Cluster, strategy: Strategy) -> dict:
     elif inline:
         ship = over * weight_bytes / min(cal.inline_bps, net)  # each task's copy
     elif strategy.name == "shuffle":  # fetched from the executors that hold the blocks, no torrent rounds
-        ship = share * weight_bytes / min(cal.broadcast_bps, net)
+        ship = share * weight_bytes / min(cal.fetch_bps, net)
     else:
         bw = min(cal.broadcast_bps, net)
         ship = share * (weight_bytes + _rounds(E) * min(weight_bytes, TORRENT_BLOCK_BYTES)) / bw
-    out["weights"] = ship + weight_bytes / cal.python_io_bps * over
+    out["weights"] = ship + weight_bytes / cal.weights_in_bps * over
     parts_per_task, rows_per_task = N / S, cl.batch_size / S
     r = cl.records
     out["compute"] = over * (P * (rows_per_task * cal.row_param_s + parts_per_task * cal.partition_param_s)

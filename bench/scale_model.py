@@ -69,7 +69,7 @@ def _session(master: str):
 
 # ------------------------------------------------------------------------------------------------ modes
 def run_calibrate(args) -> dict:
-    from scale_calibrate import calibrate, driver_task_part, reduce_parts, train_iterations
+    from scale_calibrate import calibrate, driver_task_part, reduce_parts, train_iterations, warm_up
     repeats = 2 if args.quick else 7
     iterations = 2 if args.quick else 6
     spark = _session("local[32]")  # the driver's cost per task: 32 slots, every task in the first wave
@@ -78,18 +78,23 @@ def run_calibrate(args) -> dict:
     finally:
         spark.stop()
     # The driver reduce with 1 and 2 records per iteration: local[k] runs k group tasks, one pre-summed record each.
+    # In local[2] also the launch of an iteration in one JVM: a ~1k-parameter model's iteration.
     runs = []
     for k in (1, 2):
         spark = _session(f"local[{k}]")
         try:
+            warm_up(spark.sparkContext)
             runs.append((k, train_iterations(spark.sparkContext, 1_000_000, 2, 2 * iterations, 2)))
+            if k == 2:
+                one_jvm_launch_s = train_iterations(spark.sparkContext, 1, 2, 2 * iterations, 2)["seconds"]
         finally:
             spark.stop()
     spark = _session(args.master)
     try:
-        cal = calibrate(spark.sparkContext, task_driver_s, reduce_parts(runs), repeats=repeats,
-                        iterations=iterations)
-        cal.inline_bps = inline_part(spark.sparkContext, cal, args.master, iterations)
+        cal = calibrate(spark.sparkContext, task_driver_s, {**reduce_parts(runs), "one_jvm_launch_s": one_jvm_launch_s},
+                        repeats=repeats, iterations=iterations)
+        for field, parameters in (("inline_bps", 100_000), ("broadcast_bps", 600_000), ("fetch_bps", 4_000_000)):
+            setattr(cal, field, weights_part(spark.sparkContext, cal, args.master, iterations, field, parameters))
     finally:
         spark.stop()
     with open(args.calibration, "w") as f:
@@ -100,18 +105,30 @@ def run_calibrate(args) -> dict:
     return cal.to_dict()
 
 
-def inline_part(sc, cal: Calibration, master: str, iterations: int) -> float:
-    """``inline_bps``: a ~100k-parameter model (400 KB of weights inside each task) trained on ``master``; what its
-    iteration costs beyond every other part of the model, per task's copy of the weights."""
+def weights_part(sc, cal: Calibration, master: str, iterations: int, field: str, parameters: int) -> float:
+    """A weights throughput (``field`` of :class:`Calibration`) fitted on one engine run on ``master``: what an
+    iteration of a ``parameters`` MLP on 2 partitions costs beyond every other part of the model, divided into
+    the bytes the field prices. ``inline_bps`` from ~100k parameters (400 KB inside each task), ``broadcast_bps``
+    from ~600k (2.4 MB, one block: the driver reduce's broadcast), ``fetch_bps`` from ~4M (two blocks: the
+    executors fetch them from each other's block managers). Micro-benchmarks of PySpark's own broadcast and
+    bytes did not price the engine's paths (they predicted the cluster runs 25-125% slow)."""
     from scale_calibrate import train_iterations
-    executors, cores = parse_master(master)
     if master.startswith("local["):
-        return math.inf  # the tasks run in the driver JVM
-    m = train_iterations(sc, 100_000, executors * cores, 2 * iterations, 2)
+        return math.inf  # the tasks run in the driver JVM: nothing is shipped
+    executors, cores = parse_master(master)
+    m = train_iterations(sc, parameters, 2, 2 * iterations, 2)
     cl = _measured_cluster(master, m)
-    without = predict(dataclasses.replace(cal, inline_bps=math.inf), cl, Strategy("driver", 1))["total"]
-    over = cl.slots / min(cl.slots, cl.host_cores)
-    return 4 * m["parameters"] * over / max(m["seconds"] - without, 1e-4)
+    rule = engine_rule(cl.parameters, cl.partitions, executors, cores)
+
+    def weights(bps):
+        return predict(dataclasses.replace(cal, **{field: bps}), cl, rule)
+    without = weights(math.inf)["total"]
+    seconds_at_one = weights(1.0)["weights"] - weights(math.inf)["weights"]  # the priced bytes, as seconds at 1 B/s
+    if m["seconds"] <= without:
+        print(f"warning: {field}: the {m['parameters']:,}-parameter run took {m['seconds']:.3f} s, the other parts "
+              f"alone predict {without:.3f} s: the weights look free (the other parts over-predict it)",
+              file=sys.stderr)
+    return seconds_at_one / max(m["seconds"] - without, 1e-4)
 
 
 def _measured_cluster(master: str, m: dict) -> Cluster:
@@ -123,9 +140,10 @@ def _measured_cluster(master: str, m: dict) -> Cluster:
 
 def validate_worker(args) -> list:
     """In its own process: the measured iterations on one master (``--validate`` starts one per master)."""
-    from scale_calibrate import train_iterations
+    from scale_calibrate import train_iterations, warm_up
     spark = _session(args.validate_worker)
     try:
+        warm_up(spark.sparkContext)
         return [train_iterations(spark.sparkContext, p, args.partitions, args.iterations, args.warmup)
                 for p in args.params]
     finally:
@@ -231,7 +249,8 @@ def main(argv=None):
     ap.add_argument("--params", nargs="+", type=int, default=None)
     ap.add_argument("--partitions", type=int, default=4, help="--validate: data partitions")
     ap.add_argument("--iterations", type=int, default=5)
-    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=20, help="--validate: iterations before the measured ones (the "
+                    "model predicts a long run's steady state)")
     ap.add_argument("--executors", nargs="+", type=int, default=[16, 32, 64, 128, 256])
     ap.add_argument("--cores", type=int, default=4)
     ap.add_argument("--partitions-per-core", type=int, default=2)

@@ -13,9 +13,10 @@ import scale_cost  # noqa: E402
 import scale_model  # noqa: E402
 from scale_cost import Calibration, Cluster, Strategy, efficiency, predict, reduce_strategy  # noqa: E402
 
-CAL = Calibration(job_s=0.01, task_driver_s=0.001, task_python_s=0.002, stage_s=0.05, row_param_s=1e-9,
-                  partition_param_s=1e-8, python_io_bps=1e8, gather_bps=1e7, broadcast_bps=1e7, shuffle_bps=1e8,
-                  driver_sum_fps=1e9, update_param_s=1e-8, inline_bps=1e8)
+CAL = Calibration(job_s=0.01, one_jvm_launch_s=0.003, task_driver_s=0.001, task_python_s=0.002, stage_s=0.05,
+                  row_param_s=1e-9, partition_param_s=1e-8, python_io_bps=1e8, weights_in_bps=2e8, gather_bps=1e7,
+                  shuffle_bps=1e8, driver_sum_fps=1e9, update_param_s=1e-8, inline_bps=1e8, broadcast_bps=1e7,
+                  fetch_bps=5e6)
 SMALL = Cluster(executors=2, cores=1, partitions=4, parameters=1000, batch_size=8)
 
 
@@ -23,17 +24,18 @@ def test_driver_reduce_prediction_worked_by_hand():
     p = predict(CAL, SMALL, Strategy("driver", 1))
     record = 80 + 4 * 1000  # two 40-byte headers (gradient, buffers) + the float32 gradient
     assert p["launch"] == pytest.approx(0.01 + 2 * 0.001 + 1 * 0.002)  # job, 2 tasks, 1 wave
-    assert p["weights"] == pytest.approx(4000 / 1e8 + 4000 / 1e8)  # 4 KB ride inside each task, then one read
+    assert p["weights"] == pytest.approx(4000 / 1e8 + 4000 / 2e8)  # 4 KB ride inside each task, then one read
     # 4 rows and 2 partitions per task; each task pre-sums its aligned partitions into one record.
     assert p["compute"] == pytest.approx(1000 * (4 * 1e-9 + 2 * 1e-8) + 1 * record / 1e8)
     assert p["shuffle"] == 0.0  # 2 records <= 2 per executor: no combine stage
     assert p["gather"] == pytest.approx(2 * record / 1e7)
     assert p["reduce"] == pytest.approx(2 * 1000 / 1e9 + 1000 * 1e-8)
     assert p["driver_bytes"] == 2 * record
-    assert p["total"] == pytest.approx(0.014 + 8e-5 + 6.48e-5 + 8.16e-4 + 1.2e-5)
+    assert p["total"] == pytest.approx(0.014 + 6e-5 + 6.48e-5 + 8.16e-4 + 1.2e-5)
     # In the driver's JVM (local[k]) the weights need no shipping; the engine's own record count overrides.
     one = predict(CAL, Cluster(**{**SMALL.__dict__, "one_jvm": True, "sent_records": 3}), Strategy("driver", 1))
-    assert one["weights"] == pytest.approx(4000 / 1e8) and one["driver_bytes"] == 3 * record
+    assert one["weights"] == pytest.approx(4000 / 2e8) and one["driver_bytes"] == 3 * record
+    assert one["launch"] == 0.003  # measured in one JVM, not the cluster's job and per-task parts
 
 
 def test_scattered_partitions_go_through_the_combine_stage_worked_by_hand():
@@ -59,10 +61,10 @@ def test_shuffle_prediction_worked_by_hand():
     read = (total / 2) / 1e8  # half local, half remote; network infinite: both at shuffle_bps
     assert sh["shuffle"] == pytest.approx(0.05 + 2 * 0.001 + write + read)
     assert sh["reduce"] == pytest.approx(2 * 1000 / 2 / 1e9 + 1e-5 / 2)
-    assert sh["weights"] == pytest.approx(4000 / 1e7 + 4000 / 1e8)  # fetched from the executors, then read
+    assert sh["weights"] == pytest.approx(4000 / 5e6 + 4000 / 2e8)  # fetched from the executors, then read
     # 2 executors sharing 1 core fetch the weights one after the other; the compute shares it too.
     one_core = predict(CAL, Cluster(**{**SMALL.__dict__, "host_cores": 1}), Strategy("shuffle", 2))
-    assert one_core["weights"] == pytest.approx(2 * 4000 / 1e7 + 2 * 4000 / 1e8)
+    assert one_core["weights"] == pytest.approx(2 * 4000 / 5e6 + 2 * 4000 / 2e8)
     # the driver receives the 2 reduce tasks' results, not the weights
     assert sh["driver_bytes"] == 2 * scale_cost.REDUCE_RESULT_BYTES
     assert sh["gather"] == pytest.approx(2 * scale_cost.REDUCE_RESULT_BYTES / 1e7)
