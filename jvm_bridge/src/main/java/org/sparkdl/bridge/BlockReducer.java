@@ -71,30 +71,20 @@ final class BlockReducer implements FlatMapFunction2<Iterator<Tuple2<Integer, by
         if (missed) {
             return Collections.singletonList(old.missedCopy()).iterator();
         }
-        // g = 0 + (tree sum), then / normalizer: the Python reduce's arithmetic (the 0 + turns -0.0 into +0.0),
-        // in the root's own array (a block is hundreds of MB in a large model: no second copy)
+        // g = (0 + tree sum) / normalizer: the Python reduce's arithmetic (the 0 + turns -0.0 into +0.0), in one
+        // pass over the root's own array (a block is hundreds of MB in a large model: no second copy)
         NodeSums.Value root = NodeSums.root(grads);
-        float[] g;
-        double loss = 0.0;
-        double normalizer = 0.0;
-        if (root != null) {
-            g = root.values();
-            if (g.length != n) {
-                throw new IllegalArgumentException("sparkdl bridge: gradient records of block " + k + " have "
-                        + g.length + " values, expected " + n);
-            }
-            for (int i = 0; i < n; i++) {
-                g[i] = 0f + g[i];
-            }
-            loss += root.loss;
-            normalizer += root.normalizer;
-        } else {
-            g = new float[n];
+        double loss = root == null ? 0.0 : root.loss;
+        double normalizer = root == null ? 0.0 : root.normalizer;
+        float[] g = root == null ? new float[n] : root.values();
+        if (g.length != n) {
+            throw new IllegalArgumentException("sparkdl bridge: gradient records of block " + k + " have "
+                    + g.length + " values, expected " + n);
         }
         if (normalizer > 0) {
             float d = (float) normalizer;
             for (int i = 0; i < n; i++) {
-                g[i] = g[i] / d;
+                g[i] = (0f + g[i]) / d;
             }
         } else {
             java.util.Arrays.fill(g, 0f);
@@ -108,8 +98,8 @@ final class BlockReducer implements FlatMapFunction2<Iterator<Tuple2<Integer, by
         }
         program.apply(k, p, g, arrays);
         ShardState state = new ShardState(k, old.step + 1, arrays);
+        state.finite = Frames.allFinite(p);
         byte[] shard = Frames.bytes(p);
-        state.finite = Frames.allFinite(shard);
         if (next != null) {
             next.putShard(k, shard);
         } else {

@@ -217,11 +217,10 @@ final class Frames {
     }
 
     /** Whether every float32 little-endian value of {@code b} is finite. */
-    static boolean allFinite(byte[] b) {
-        java.nio.FloatBuffer f = wrap(b).asFloatBuffer();
+    static boolean allFinite(float[] values) {
         boolean finite = true;
-        while (f.hasRemaining()) {
-            finite &= Float.isFinite(f.get());
+        for (float v : values) {
+            finite &= Float.isFinite(v);
         }
         return finite;
     }
