@@ -28,6 +28,9 @@ SHAPES = [
     (dict(in_channels=3, out_channels=3, kernel_size=5, stride=2, padding=1, groups=3), (2, 34, 31)),  # 5x5 rows
     (dict(in_channels=3, out_channels=3, kernel_size=(2, 4), stride=(1, 3), groups=3), (2, 6, 14)),  # generic row
     (dict(in_channels=3, out_channels=5, kernel_size=3, padding=1), (2, 8, 6)),  # direct
+    (dict(in_channels=3, out_channels=9, kernel_size=3, stride=(2, 3), padding=(1, 2), dilation=(2, 1)), (2, 13, 17)),
+    # direct on stride phases: 2 x 3 planes, two channel blocks and one channel alone
+    (dict(in_channels=2, out_channels=6, kernel_size=3, padding=1), (1, 70, 66)),  # direct in 3 row tiles (30+30+10)
     (dict(in_channels=16, out_channels=24, kernel_size=1), (3, 5, 4)),  # pointwise, gathered layout
     (dict(in_channels=8, out_channels=12, kernel_size=1), (2, 16, 15)),  # pointwise, per-sample GEMMs
     (dict(in_channels=16, out_channels=24, kernel_size=1, stride=2), (3, 7, 8)),  # subsampled

@@ -268,4 +268,12 @@ def test_direct_forward_is_used_where_it_measured_faster():
     assert algorithm(nn.Conv2d(6, 16, 5), 14) == "im2col"
     assert algorithm(nn.Conv2d(3, 32, 3)) == "im2col"  # more output channels: im2col's GEMM is faster
     assert algorithm(nn.Conv2d(16, 16, 3)) == "winograd"
+    # the forward alone runs direct up to 150 taps and 32 output channels at stride 1
+    def forward(m, hw=28):
+        return m.forward_algorithm((64, m.in_channels, hw, hw))
+    assert forward(nn.Conv2d(6, 16, 5), 14) == forward(nn.Conv2d(16, 16, 3, padding=1), 32) == "direct"
+    assert forward(nn.Conv2d(3, 32, 3, padding=1), 32) == forward(nn.Conv2d(3, 16, 3, padding=1), 32) == "direct"
+    assert forward(nn.Conv2d(32, 32, 3, padding=1), 16) == "winograd"  # 288 taps
+    assert forward(nn.Conv2d(3, 64, 3, padding=1), 64) == "im2col"  # 64 output channels
+    assert forward(nn.Conv2d(3, 16, 3, stride=2, padding=1), 224) == "im2col"
     assert algorithm(nn.Conv2d(1, 6, 5, stride=2)) == "im2col" and algorithm(nn.Conv2d(4, 4, 3, groups=2)) == "im2col"

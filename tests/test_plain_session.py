@@ -1,7 +1,9 @@
 """sparkdl in sessions it did not create (no sparkdl jar, no sparkdl settings): DLClassifier fit and transform and
 DistributedTrainer.fit work and give the bits of a session sparkdl created. The bridge jar is attached at run time
 (driver class loader + ``SparkContext.addJar``); where the driver's class loader takes no jars, the Python paths
-run with one warning naming the line that enables the fast path. Each case runs in its own process."""
+run with one warning naming the line that enables the fast path. Each case runs in its own process: a builder
+session with a user's jar, a spark-submit session without ``--jars`` (so no case needs a third builder session with
+neither), and a driver class loader that takes no jars."""
 import json
 import os
 import shutil
@@ -48,13 +50,6 @@ def python_paths(spark):
         mp.undo()
 
 
-def test_a_plain_builder_session_attaches_the_bridge(reference):
-    r = _run(sys.executable, SCRIPT, "plain")
-    assert r["bridge"] and r["warnings"] == []
-    assert r["jars"] == ["sparkdl-bridge.jar"]  # shipped to the executors with SparkContext.addJar
-    assert {k: r[k] for k in DIGESTS} == reference
-
-
 def test_a_session_with_other_jars_keeps_them_and_attaches_the_bridge(reference, tmp_path):
     src = tmp_path / "src" / "sparkdltest"
     src.mkdir(parents=True)
@@ -75,6 +70,7 @@ def test_spark_submit_without_jars_attaches_the_bridge(reference):
     r = _run(spark_submit, "--master", "local[2]", "--conf", "spark.ui.enabled=false", SCRIPT, "submit")
     assert r["master"] == "local[2]"
     assert r["bridge"] and r["warnings"] == []
+    assert r["jars"] == ["sparkdl-bridge.jar"]  # shipped to the executors with SparkContext.addJar
     assert {k: r[k] for k in DIGESTS} == reference
 
 

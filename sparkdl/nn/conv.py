@@ -14,10 +14,10 @@ import numpy as np
 from sparkdl.config import get_num_threads
 from sparkdl.kernels.conv_depthwise import depthwise_backward, depthwise_forward
 from sparkdl.kernels.conv_direct import direct_forward
-from sparkdl.kernels.epilogue import NO_EPILOGUE, NONE, bias_activation
+from sparkdl.kernels.epilogue import NO_EPILOGUE
 from sparkdl.nn._checks import check_pair
 from sparkdl.nn._conv_layer import _ConvLayer
-from sparkdl.nn.conv_algorithm import ConvShape, plan, thresholds
+from sparkdl.nn.conv_algorithm import ConvShape, forward_algorithm, plan, thresholds
 from sparkdl.nn.conv_im2col import ConvGeometry, im2col_backward, im2col_forward, im2col_plan
 from sparkdl.nn.conv_pointwise import pointwise_backward, pointwise_forward
 from sparkdl.nn.conv_winograd import winograd_backward, winograd_forward
@@ -29,16 +29,6 @@ def _depthwise_forward(x, weight, bias, geom, ho, wo, act):
     return depthwise_forward(x, weight, bias, *geom.stride, *geom.padding, *geom.dilation, ho, wo, *act)
 
 
-def _then(forward):
-    """An algorithm's forward with the epilogue as a pass over its output (in place: no new array)."""
-    def run(x, w, b, g, ho, wo, act):
-        y = forward(x, w, b, g, ho, wo)
-        if act[0] != NONE:
-            bias_activation(y.reshape(y.shape[0], y.shape[1], -1), b[:0], *act)
-        return y
-    return run
-
-
 def _depthwise_backward(x, weight, grad_y, geom, grad_w, input_grad):
     grad_x, gw = depthwise_backward(x, weight, grad_y, *geom.stride, *geom.padding, *geom.dilation, input_grad)
     grad_w[...] = gw
@@ -46,12 +36,13 @@ def _depthwise_backward(x, weight, grad_y, geom, grad_w, input_grad):
 
 
 #: ``algorithm -> (forward, backward)``: ``forward(x, weight, bias, geom, ho, wo, act) -> y`` (``act`` an epilogue
-#: of :mod:`sparkdl.kernels.epilogue`: in the kernel writing the output, a pass for the 1x1 GEMM and direct) and
+#: of :mod:`sparkdl.kernels.epilogue`: in the kernel writing the output, a pass for the 1x1 GEMM) and
 #: ``backward(x, weight, grad_y, geom, grad_w, input_grad) -> grad_x or None`` (writes ``grad_w``). The direct
 #: kernel has no backward of its own: its layers differentiate with im2col.
 _ALGORITHMS = {
     "depthwise": (_depthwise_forward, _depthwise_backward),
-    "direct": (_then(lambda x, w, b, g, ho, wo: direct_forward(x, w, b, *g.padding, *g.dilation, ho, wo)),
+    "direct": (lambda x, w, b, g, ho, wo, act: direct_forward(x, w, b, *g.stride, *g.padding, *g.dilation, ho, wo,
+                                                              *act, get_num_threads()),
                im2col_backward),
     "pointwise": (lambda x, w, b, g, ho, wo, act: pointwise_forward(x, w, b, g.stride, act),
                   lambda x, w, gy, g, gw, ig: pointwise_backward(x, w, gy, g.stride, gw, ig)),
@@ -77,15 +68,16 @@ def conv2d_backward(algorithm: str, x, weight, grad_y, geom: ConvGeometry, grad_
 
 
 def _call_plan(shape: ConvShape) -> tuple:
-    """``(algorithm, taps, geometry of the cut convolution)`` of a layer shape: :func:`plan`, memoised with the
-    rule's current thresholds as part of the key."""
+    """``(forward algorithm, backward algorithm, taps, geometry of the cut convolution)`` of a layer shape:
+    :func:`plan` and :func:`forward_algorithm`, memoised with the rule's current thresholds as part of the key."""
     return _call_plan_cached(shape, *thresholds())
 
 
 @functools.lru_cache(maxsize=4096)
 def _call_plan_cached(shape: ConvShape, *_thresholds) -> tuple:
     algorithm, taps, cut = plan(shape)
-    return algorithm, taps, ConvGeometry(cut.kernel_size, cut.stride, cut.padding, cut.dilation, cut.groups)
+    geom = ConvGeometry(cut.kernel_size, cut.stride, cut.padding, cut.dilation, cut.groups)
+    return forward_algorithm(cut), algorithm, taps, geom
 
 
 class Conv2d(_ConvLayer):
@@ -201,24 +193,30 @@ class Conv2d(_ConvLayer):
                          self.dilation, self.groups, n, get_num_threads() if threads is None else threads)
 
     def algorithm(self, x_shape, threads: int | None = None) -> str:
-        """The algorithm forward and backward run on input shape ``x_shape`` (N, C, H, W): the rule of
-        :mod:`sparkdl.nn.conv_algorithm` (:func:`~sparkdl.nn.conv_algorithm.plan`) on :meth:`shape_for`."""
+        """The algorithm the backward pass (and, but where :meth:`forward_algorithm` differs, the forward) runs on
+        input shape ``x_shape`` (N, C, H, W): the rule of :mod:`sparkdl.nn.conv_algorithm`
+        (:func:`~sparkdl.nn.conv_algorithm.plan`) on :meth:`shape_for`."""
         return plan(self.shape_for(x_shape, threads))[0]
 
+    def forward_algorithm(self, x_shape, threads: int | None = None) -> str:
+        """The algorithm the forward pass runs on input shape ``x_shape`` (N, C, H, W)
+        (:func:`~sparkdl.nn.conv_algorithm.forward_algorithm`)."""
+        return _call_plan(self.shape_for(x_shape, threads))[0]
+
     def _plan_call(self, x_shape, weight):
-        """``(algorithm, weight, geometry, taps)`` of one call: ``weight`` cut to the live taps (a copy, or
-        ``weight`` itself when every tap is live) and the geometry of the cut convolution."""
-        algorithm, taps, geom = _call_plan(self.shape_for(x_shape))
+        """``(forward algorithm, backward algorithm, weight, geometry, taps)`` of one call: ``weight`` cut to the
+        live taps (a copy, or ``weight`` itself when every tap is live) and the geometry of the cut convolution."""
+        forward, backward, taps, geom = _call_plan(self.shape_for(x_shape))
         (i0, i1), (j0, j1) = taps
         if geom.kernel_size != self.kernel_size:
             weight = np.ascontiguousarray(weight[:, :, i0:i1 + 1, j0:j1 + 1])
-        return algorithm, weight, geom, taps
+        return forward, backward, weight, geom, taps
 
     # ------------------------------------------------------------------ compute
     def forward(self, x, *, training=False, rng=None):
         ho, wo = self._check(x)
         x = np.ascontiguousarray(x)
-        algorithm, weight, geom, _ = self._plan_call(x.shape, self.weight)
+        algorithm, _, weight, geom, _ = self._plan_call(x.shape, self.weight)
         return conv2d_forward(algorithm, x, weight, self._bias_or_empty(), geom, ho, wo), x
 
     def forward_folded(self, x, scale=None, shift=None, act=None):
@@ -236,7 +234,7 @@ class Conv2d(_ConvLayer):
         else:  # the scale in the layer's dtype: one pass over the weights (a float64 product and cast took three)
             weight = self.weight * scale.astype(self.dtype).reshape(-1, 1, 1, 1)
             bias = ((self.bias * scale if self.use_bias else 0.0) + shift).astype(self.dtype)
-        algorithm, weight, geom, _ = self._plan_call(x.shape, weight)
+        algorithm, _, weight, geom, _ = self._plan_call(x.shape, weight)
         return conv2d_forward(algorithm, x, weight, bias, geom, ho, wo, NO_EPILOGUE if act is None else act)
 
     def backward(self, cache, grad_y, grad_params):
@@ -249,7 +247,7 @@ class Conv2d(_ConvLayer):
         x = cache
         grad_y = np.ascontiguousarray(grad_y, dtype=self.dtype)
         views = self._grad_views_with_bias(grad_y, grad_params)
-        algorithm, weight, geom, ((i0, i1), (j0, j1)) = self._plan_call(x.shape, self.weight)
+        _, algorithm, weight, geom, ((i0, i1), (j0, j1)) = self._plan_call(x.shape, self.weight)
         if weight is self.weight:
             return conv2d_backward(algorithm, x, weight, grad_y, geom, views["weight"], input_grad)
         grad_w = np.empty_like(weight)  # the cut taps' gradient; the others read only padding: zero

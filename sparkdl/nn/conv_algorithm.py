@@ -24,6 +24,12 @@ algorithm      condition
                layers with more output channels) (:mod:`sparkdl.nn.conv_im2col`)
 =============  ==========================================================================================
 
+The forward pass has one more row, above the table (:func:`forward_algorithm`): ``direct`` also computes the
+forward of stride-1, one-group layers with at most ``DIRECT_FORWARD_MAX_TAPS`` taps (``in_channels * kh * kw``)
+and ``DIRECT_FORWARD_MAX_OUT_CHANNELS`` output channels (ResNet-20's 3 -> 16 stem and 16 -> 16 stage, the small
+CNN's 3 -> 32, LeNet-5's 6 -> 16), while their backward keeps the table's algorithm (Winograd or im2col). The
+two passes need not agree: the backward reads the input and the output gradient, not the forward's output.
+
 The choice depends only on the arguments below: the same layer shape gives the same algorithm, and so the
 same bits, on every host. ``batch`` and ``threads`` are part of the signature so a measured dependence can be
 added as a row; no threshold depends on them today (the thresholds were measured at 1 thread, and at 2
@@ -41,7 +47,8 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-__all__ = ["ALGORITHMS", "ConvShape", "choose_algorithm", "eligible_algorithms", "live_taps", "plan",
+__all__ = ["ALGORITHMS", "ConvShape", "choose_algorithm", "eligible_algorithms", "forward_algorithm", "live_taps",
+           "plan",
            "thresholds", "winograd_tile_use"]
 
 #: Every algorithm, in the order the rule tries them.
@@ -52,6 +59,16 @@ ALGORITHMS = ("depthwise", "direct", "pointwise", "winograd", "im2col")
 #: 1 -> 8 3x3 1.27, 3 -> 8 3x3 1.22; at 16 output channels im2col's GEMM, which reuses each column once per
 #: output channel, wins or ties (1 -> 16 0.96, 3 -> 16 0.95, 6 -> 16 5x5 0.72, 16 -> 16 5x5 0.79).
 DIRECT_MAX_OUT_CHANNELS = 8
+
+#: The direct kernel computes the forward of stride-1 one-group layers up to this many taps and output channels
+#: (:func:`forward_algorithm`). Measured forward times (1 thread, interleaved, medians of 7; direct vs the
+#: table's algorithm, ms): ResNet-20 3 -> 16 @32 batch 128 2.1-2.9 vs 4.1-4.3 (im2col), 16 -> 16 @32 (144 taps)
+#: 9.2-9.8 vs 11.0-12.0 (Winograd); small CNN 3 -> 32 @32 batch 64 2.1-2.8 vs 3.1 (im2col); LeNet-5 6 -> 16 5x5
+#: @14 (150 taps) 1.8 vs 2.2 (im2col). Beyond them it loses: 32 -> 32 @16 (288 taps) 9.7-10.0 vs 8.3-9.1,
+#: 3 -> 64 @64 (VGG-11) 30 vs 13, 16 -> 64 @55 (SqueezeNet) 9.8 vs 6.4; stride 2 ties or loses (MobileNetV3's
+#: 3 -> 16 stem 1.5-2.2 vs 1.7, MobileNetV2's 3 -> 32 2.6-3.5 vs 2.4).
+DIRECT_FORWARD_MAX_TAPS = 150
+DIRECT_FORWARD_MAX_OUT_CHANNELS = 32
 
 #: Winograd needs at least this many input channels to beat im2col: below it the 16 GEMMs are too thin to pay
 #: for the transforms (measured with bench/kernels.py on the small CNN).
@@ -135,13 +152,18 @@ def _winograd_kernel(s: ConvShape) -> bool:
             and s.groups == 1 and s.in_channels >= WINOGRAD_MIN_CHANNELS)
 
 
+def _taps(s: ConvShape) -> int:
+    return s.in_channels // s.groups * s.kernel_size[0] * s.kernel_size[1]
+
+
 def eligible_algorithms(s: ConvShape) -> tuple:
     """The algorithms that can compute the layer ``s``, in :data:`ALGORITHMS` order (``im2col`` always; ``direct``
-    only up to twice its threshold of output channels: far beyond it it is never a contender)."""
+    only up to twice its thresholds of taps and output channels: far beyond them it is never a contender)."""
     out = []
     if s.groups > 1 and s.groups == s.in_channels == s.out_channels:
         out.append("depthwise")
-    if tuple(s.stride) == (1, 1) and s.groups == 1 and s.out_channels <= 2 * DIRECT_MAX_OUT_CHANNELS:
+    if s.groups == 1 and (s.out_channels <= 2 * DIRECT_MAX_OUT_CHANNELS or (
+            _taps(s) <= 2 * DIRECT_FORWARD_MAX_TAPS and s.out_channels <= 2 * DIRECT_FORWARD_MAX_OUT_CHANNELS)):
         out.append("direct")
     if tuple(s.kernel_size) == (1, 1) and tuple(s.padding) == (0, 0) and s.groups == 1:
         out.append("pointwise")
@@ -159,7 +181,8 @@ def plan(s: ConvShape) -> tuple:
 
 def thresholds() -> tuple:
     """The rule's thresholds as they are now (a memo key: tests and benchmarks may change them)."""
-    return DIRECT_MAX_OUT_CHANNELS, WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_TILE_USE
+    return (DIRECT_MAX_OUT_CHANNELS, DIRECT_FORWARD_MAX_TAPS, DIRECT_FORWARD_MAX_OUT_CHANNELS, WINOGRAD_MIN_CHANNELS,
+            WINOGRAD_MIN_TILE_USE)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -182,3 +205,12 @@ def choose_algorithm(s: ConvShape) -> str:
     if _winograd_kernel(s) and winograd_tile_use(s) >= WINOGRAD_MIN_TILE_USE:
         return "winograd"
     return "im2col"
+
+
+def forward_algorithm(s: ConvShape) -> str:
+    """The algorithm the forward pass of layer shape ``s`` (after :func:`live_taps`) runs: ``direct`` where it
+    measured faster than the table's algorithm (``DIRECT_FORWARD_MAX_TAPS``), else :func:`choose_algorithm`."""
+    if (s.groups == 1 and tuple(s.stride) == (1, 1) and _taps(s) <= DIRECT_FORWARD_MAX_TAPS
+            and s.out_channels <= DIRECT_FORWARD_MAX_OUT_CHANNELS):
+        return "direct"
+    return choose_algorithm(s)

@@ -3,7 +3,6 @@ JSON line with what ran and digests of the results.
 
 Modes (the session is ``SparkSession.builder`` with no sparkdl settings and no sparkdl jar):
 
-* ``plain``: ``.master("local[2]")``;
 * ``other-jar JAR``: ``.master("local[2]")`` with ``spark.jars=JAR`` (a jar holding class ``sparkdltest.Other``, whose
   ``hello()`` is called before and after sparkdl attaches its own);
 * ``no-attach``: ``.master("local[2]")``, and the driver thread's context class loader replaced by the JVM's
