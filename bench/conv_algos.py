@@ -12,9 +12,12 @@ runs: after the taps that read only padding are cut (:func:`sparkdl.nn.conv_algo
 ``cut`` is a 3x3 layer on a 1x1 map, timed as the 1x1 convolution it becomes).
 
 Prints one row per shape: the rule's choice, forward and backward times (``*`` marks the fastest of a pass),
-and the rule's forward+backward time over the fastest's (1.00 when the rule picks the fastest). Run it on an
+the rule's forward+backward time over the fastest's (1.00 when the rule picks the fastest), and the forward
+pass's own algorithm (:func:`sparkdl.nn.conv_algorithm.forward_algorithm`: ``direct`` on some layers whose backward
+runs another) with its forward time over the fastest forward's. Run it on an
 idle machine; the machine-readable last line is ``{"rows": [{"layer": ..., "rule": ..., "fastest": ...,
-"rule_over_fastest": ..., "times_ms": {"forward": {...}, "backward": {...}}}, ...]}``.
+"rule_over_fastest": ..., "forward_rule": ..., "forward_rule_over_fastest": ..., "times_ms": {"forward": {...},
+"backward": {...}}}, ...]}``.
 
 Usage: ``python bench/conv_algos.py [--repeats 7] [--block 3] [--only SUBSTRING]``.
 """
@@ -29,7 +32,7 @@ import numpy as np
 
 from sparkdl.config import set_num_threads
 from sparkdl.nn.conv import conv2d_backward, conv2d_forward
-from sparkdl.nn.conv_algorithm import ConvShape, eligible_algorithms, plan
+from sparkdl.nn.conv_algorithm import ConvShape, eligible_algorithms, forward_algorithm, plan
 from sparkdl.nn.conv_im2col import ConvGeometry
 
 
@@ -44,7 +47,7 @@ def zoo_shapes():
     rows = [_c("lenet5.conv1", 128, 1, 6, 28, 5, p=2), _c("lenet5.conv2", 128, 6, 16, 14, 5, p=0)]
     rows += [_c("small_cnn.conv1", 64, 3, 32, 32), _c("small_cnn.conv2", 64, 32, 32, 32),
              _c("small_cnn.conv3", 64, 32, 64, 16), _c("small_cnn.conv4", 64, 64, 64, 16)]
-    rows += [_c("resnet20.16@32", 128, 16, 16, 32), _c("resnet20.32@16", 128, 32, 32, 16),
+    rows += [_c("resnet20.stem", 128, 3, 16, 32), _c("resnet20.16@32", 128, 16, 16, 32), _c("resnet20.32@16", 128, 32, 32, 16),
              _c("resnet20.64@8", 128, 64, 64, 8), _c("resnet20.down32", 128, 16, 32, 32, s=2)]
     for tag, batch, hw in (("r18@32", 64, 32), ("r18@224", 4, 224)):
         m = hw // 4  # after the 7x7/2 stem and the 3x3/2 max pool
@@ -59,6 +62,7 @@ def zoo_shapes():
     for hw, c, s in ((112, 32, 1), (112, 96, 2), (56, 144, 1), (56, 144, 2), (28, 192, 1), (28, 192, 2),
                      (14, 384, 1), (14, 576, 1), (14, 576, 2), (7, 960, 1)):
         rows.append(_c(f"mbv2@224.dw{c}@{hw}/{s}", 4, c, c, hw, 3, s=s, g=c))
+    rows += [_c("mbv2@224.stem", 4, 3, 32, 224, s=2), _c("mbv3@224.stem", 4, 3, 16, 224, s=2)]
     rows += [_c("mbv2@224.pw32-16@112", 4, 32, 16, 112, 1), _c("mbv2@224.pw16-96@112", 4, 16, 96, 112, 1),
              _c("mbv2@224.pw144-24@56", 4, 144, 24, 56, 1), _c("mbv2@224.pw192-64@14", 4, 384, 64, 14, 1),
              _c("mbv2@224.pw960-320@7", 4, 960, 320, 7, 1), _c("mbv2@224.pw320-1280@7", 4, 320, 1280, 7, 1)]
@@ -118,7 +122,7 @@ def main(argv=None):
     set_num_threads(1)
     rows = []
     print(f"{'layer':26s} {'batch':>5s} {'rule':>9s}  forward ms | backward ms (1 thread; * fastest)  "
-          f"rule/fastest fwd+bwd")
+          f"rule/fastest fwd+bwd  forward rule/fastest")
     for name, shape in zoo_shapes():
         if args.only not in name:
             continue
@@ -127,13 +131,17 @@ def main(argv=None):
         total = {a: times["forward"][a] + times["backward"][a] for a in times["forward"]}
         fastest = min(total, key=total.get)
         ratio = total[rule] / total[fastest]
+        frule = forward_algorithm(cut)
+        fratio = times["forward"][frule] / min(times["forward"].values())
         rows.append({"layer": name, "batch": shape.batch, "rule": rule, "fastest": fastest,
-                     "rule_over_fastest": round(ratio, 3),
+                     "rule_over_fastest": round(ratio, 3), "forward_rule": frule,
+                     "forward_rule_over_fastest": round(fratio, 3),
                      "times_ms": {p: {a: round(t, 3) for a, t in d.items()} for p, d in times.items()}})
         cells = " | ".join(" ".join(f"{a[:5]}{'*' if a == min(d, key=d.get) else ' '}{t:8.2f}" for a, t in d.items())
                            for d in times.values())
         mark = " cut" if cut != shape else ""
-        print(f"{name + mark:26s} {shape.batch:5d} {rule:>9s}  {cells}  {ratio:.2f}", flush=True)
+        print(f"{name + mark:26s} {shape.batch:5d} {rule:>9s}  {cells}  {ratio:.2f}  {frule:>9s} {fratio:.2f}",
+              flush=True)
     print(json.dumps({"rows": rows, "repeats": args.repeats, "block": args.block}))
 
 
