@@ -48,8 +48,7 @@ import functools
 from typing import NamedTuple
 
 __all__ = ["ALGORITHMS", "ConvShape", "choose_algorithm", "eligible_algorithms", "forward_algorithm", "live_taps",
-           "plan",
-           "thresholds", "winograd_tile_use"]
+           "plan", "thresholds", "winograd_tile_use"]
 
 #: Every algorithm, in the order the rule tries them.
 ALGORITHMS = ("depthwise", "direct", "pointwise", "winograd", "im2col")

@@ -216,7 +216,7 @@ final class Frames {
         return out.isEmpty() ? new byte[][] {new byte[0]} : out.toArray(new byte[0][]);
     }
 
-    /** Whether every float32 little-endian value of {@code b} is finite. */
+    /** Whether every one of {@code values} is finite. */
     static boolean allFinite(float[] values) {
         boolean finite = true;
         for (float v : values) {
