@@ -22,8 +22,9 @@ PRECOMPILE = ("lenet5,mobilenet_v2,mlp,mobilenet_v3_small,text_lstm", "small_cnn
 def pytest_configure(config):
     """On a whole-suite run (``pytest`` with no paths, as CI runs it), the controller compiles the kernels of the
     models the end-to-end tests use (``python -m sparkdl.precompile``) before the test workers start. On a cold
-    kernel cache the slow tests, which run first, otherwise compiled the same kernels in several processes at
-    once (each Spark worker, notebook kernel and subprocess of its own); with a warm cache this takes ~5 s."""
+    kernel cache the slow tests, which run first, otherwise compiled some of the same kernels in several processes
+    at once (Spark workers, notebook kernels, subprocesses): ~70 s of CPU saved per run, measured once; with a warm
+    cache this takes ~5 s."""
     if hasattr(config, "workerinput") or config.args_source is not pytest.Config.ArgsSource.TESTPATHS:
         return
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
