@@ -20,7 +20,8 @@ from numba import prange
 
 from sparkdl.config import njit, njit_parallel
 
-__all__ = ["batch_norm_stats", "batch_norm_apply", "batch_norm_backward"]
+__all__ = ["batch_norm_stats", "batch_norm_apply", "batch_norm_backward", "batch_norm_grad_sums",
+           "batch_norm_grad_input"]
 
 
 @njit(inline="always")
@@ -115,6 +116,24 @@ def batch_norm_apply(x, mean, invstd, weight, bias):
     return y
 
 
+@njit(inline="always")
+def _channel_grad_input(x, grad_y, grad_x, ch, mu, inv, w, gb, gw, m, batch_stats):
+    """``grad_x[:, ch]`` from the channel's sums ``gb = sum(grad_y)`` and ``gw = sum(grad_y * x_hat)`` over ``m``
+    values (batch statistics), or ``weight * invstd * grad_y`` (fixed statistics)."""
+    n, _, s = x.shape
+    k = w * inv
+    if batch_stats:
+        k = k / m
+        for i in range(n):
+            for j in range(s):
+                x_hat = (x[i, ch, j] - mu) * inv
+                grad_x[i, ch, j] = k * (m * np.float64(grad_y[i, ch, j]) - gb - x_hat * gw)
+    else:
+        for i in range(n):
+            for j in range(s):
+                grad_x[i, ch, j] = k * grad_y[i, ch, j]
+
+
 @njit_parallel
 def batch_norm_backward(x, grad_y, mean, invstd, weight, batch_stats):
     """Gradients ``(grad_x, grad_weight, grad_bias)`` from the input ``x`` and ``grad_y`` (N, C, S), with the
@@ -138,15 +157,38 @@ def batch_norm_backward(x, grad_y, mean, invstd, weight, batch_stats):
         gw *= inv  # sum(grad_y * x_hat)
         grad_w[ch] = gw
         grad_b[ch] = gb
-        k = np.float64(weight[ch]) * inv
-        if batch_stats:
-            k = k / m
-            for i in range(n):
-                for j in range(s):
-                    x_hat = (x[i, ch, j] - mu) * inv
-                    grad_x[i, ch, j] = k * (m * np.float64(grad_y[i, ch, j]) - gb - x_hat * gw)
-        else:
-            for i in range(n):
-                for j in range(s):
-                    grad_x[i, ch, j] = k * grad_y[i, ch, j]
+        _channel_grad_input(x, grad_y, grad_x, ch, mu, inv, np.float64(weight[ch]), gb, gw, m, batch_stats)
     return grad_x, grad_w, grad_b
+
+
+@njit_parallel
+def batch_norm_grad_sums(x, grad_y, mean, invstd):
+    """Per-channel ``sum(grad_y)`` and ``sum(grad_y * x_hat)`` of (N, C, S) arrays, two float64 (C,): the sums of
+    :func:`batch_norm_backward`, for a batch whose rows are split across threads (each part's sums are added
+    across the parts, then :func:`batch_norm_grad_input` runs on each part with the whole batch's sums)."""
+    n, c, s = x.shape
+    gb = np.empty(c, np.float64)
+    gw = np.empty(c, np.float64)
+    for ch in prange(c):
+        a_sum = 0.0
+        q_sum = 0.0
+        for i in range(n):
+            a, q = _row_dot(grad_y[i, ch], x[i, ch], s, mean[ch])
+            a_sum += a
+            q_sum += q
+        gb[ch] = a_sum
+        gw[ch] = q_sum * invstd[ch]
+    return gb, gw
+
+
+@njit_parallel
+def batch_norm_grad_input(x, grad_y, mean, invstd, weight, gb, gw, m):
+    """``grad_x`` of a batch-statistics BatchNorm for a part of a batch, (N, C, S), from the whole batch's
+    statistics, its sums ``gb``, ``gw`` (float64 (C,), :func:`batch_norm_grad_sums` added over the parts) and its
+    number ``m`` of values per channel."""
+    c = x.shape[1]
+    grad_x = np.empty_like(grad_y)
+    for ch in prange(c):
+        _channel_grad_input(x, grad_y, grad_x, ch, mean[ch], invstd[ch], np.float64(weight[ch]), gb[ch], gw[ch],
+                            m, True)
+    return grad_x

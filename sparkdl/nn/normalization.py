@@ -8,6 +8,7 @@ import numpy as np
 from sparkdl.kernels import batchnorm as K
 from sparkdl.nn._checks import check_input, check_positive_int
 from sparkdl.nn.module import Module
+from sparkdl.nn.row_parts import current_part
 
 __all__ = ["BatchNorm1d", "BatchNorm2d"]
 
@@ -80,18 +81,21 @@ class _BatchNorm(Module):
             # statistics, which count the batch as one whose statistics equal them (see the class Notes).
             batch_stats = False
             self.num_batches_tracked[...] += 1
+        part = current_part() if batch_stats else None
         if batch_stats:
             if count == 0:  # an empty batch: nothing to normalise, running statistics unchanged
                 return x.copy(), None
             mean, var = K.batch_norm_stats(x3)
-            if training and self.track_running_stats:
+            if part is not None:  # this batch is one row part of a batch split across threads: its statistics
+                mean, var, count = _whole_batch_stats(part, mean, var, count)
+            if training and self.track_running_stats and (part is None or part[1] == 0):
                 self._update_running_stats(mean, var, count)
         else:
             mean, var = self.running_mean.astype(np.float64), self.running_var
         invstd = 1.0 / np.sqrt(np.asarray(var, np.float64) + self.eps)
         w, b = self._affine(c, x.dtype)
         y = K.batch_norm_apply(x3, mean, invstd, w, b)
-        return y.reshape(x.shape), (x3, mean, invstd, batch_stats)
+        return y.reshape(x.shape), (x3, mean, invstd, batch_stats, part, count)
 
     def _affine(self, c, dtype):
         if self.affine:
@@ -102,10 +106,17 @@ class _BatchNorm(Module):
         if cache is None:  # empty batch
             grad_params[...] = 0
             return np.zeros_like(grad_y)
-        x3, mean, invstd, batch_stats = cache
+        x3, mean, invstd, batch_stats, part, count = cache
         w, _ = self._affine(x3.shape[1], x3.dtype)
         g3 = np.ascontiguousarray(grad_y).reshape(x3.shape)
-        grad_x, gw, gb = K.batch_norm_backward(x3, g3, mean, invstd, w, batch_stats)
+        if part is None:
+            grad_x, gw, gb = K.batch_norm_backward(x3, g3, mean, invstd, w, batch_stats)
+        else:  # the whole batch's two sums; its parameter gradients are given by part 0, the other parts add 0
+            parts, index = part
+            gb, gw = parts.sum(index, K.batch_norm_grad_sums(x3, g3, mean, invstd))
+            grad_x = K.batch_norm_grad_input(x3, g3, mean, invstd, w, gb, gw, count)
+            if index:
+                gb, gw = np.zeros_like(gb), np.zeros_like(gw)
         if self.affine:
             g = self.grad_views(grad_params)
             g["weight"][...] = gw
@@ -115,6 +126,23 @@ class _BatchNorm(Module):
     def get_config(self):
         return {"num_features": self.num_features, "eps": self.eps, "momentum": self.momentum,
                 "affine": self.affine, "track_running_stats": self.track_running_stats}
+
+
+def _whole_batch_stats(part, mean, var, count):
+    """The whole batch's per-channel mean and biased variance (float64 (C,)), and its number of values per
+    channel, from every row part's: Chan, Golub & LeVeque's pairwise combination of counts ``n_i``, means and
+    ``M2_i = n_i var_i``, ``M2 = sum(M2_i + n_i (mean_i - mean)^2)``, in part order (the same bits in every part)."""
+    parts, index = part
+    shares = parts.gather(index, (count, mean, var))
+    n = sum(c for c, _, _ in shares)
+    whole = shares[0][0] * shares[0][1]
+    for c, m, _ in shares[1:]:
+        whole = whole + c * m
+    whole = whole / n
+    m2 = np.zeros_like(whole)
+    for c, m, v in shares:
+        m2 += c * v + c * (m - whole) ** 2
+    return whole, m2 / n, n
 
 
 _DOC = r"""Batch normalization over {what} (Ioffe & Szegedy, 2015).
