@@ -1,6 +1,10 @@
 """Distributed training on Spark (local[2,3]) against the single-process reference."""
+import os
+import tempfile
+
 import numpy as np
 import pytest
+from pyspark import cloudpickle
 
 from sparkdl import nn
 from sparkdl.engine import DataBlocks, DistributedTrainer, MaxEpoch, MaxIteration, TrainingDivergedError
@@ -185,6 +189,40 @@ def test_from_numpy_summaries_match_the_cached_partitions(spark, rows, width, pa
     data.unpersist()
 
 
+def test_from_numpy_on_a_local_master_reads_files_removed_with_the_rdd(spark):
+    import gc
+    import glob
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "sparkdl-data-*")))
+    x, y = _data(n=30)
+    data = DataBlocks.from_numpy(spark.sparkContext, x, y, 3)
+    (directory,) = set(glob.glob(os.path.join(tempfile.gettempdir(), "sparkdl-data-*"))) - before
+    assert sorted(os.listdir(directory)) == [f"{a}-{p}.npy" for a in "xy" for p in range(3)]
+    assert not data.rdd.isCheckpointed()
+    blocks = data.rdd.collect()
+    np.testing.assert_array_equal(np.concatenate([b[0] for b in blocks]), x.astype(np.float32))
+    np.testing.assert_array_equal(np.concatenate([b[1] for b in blocks]), y)
+    assert all(b[0].dtype == np.float32 and b[1].dtype == y.dtype for b in blocks)
+    data.unpersist()
+    del data, blocks
+    gc.collect()
+    assert not os.path.exists(directory)
+
+
+def test_from_numpy_on_a_cluster_master_checkpoints_the_parallelized_arrays(spark, monkeypatch):
+    """Not a local master: the arrays are parallelized in chunks and checkpointed (the same blocks)."""
+    sc = spark.sparkContext
+    monkeypatch.setattr(sc, "master", "spark://cluster:7077")  # the Python attribute the choice reads
+    if sc.getCheckpointDir() is None:  # a directory that outlives the test: the session's later jobs may use it
+        sc.setCheckpointDir(tempfile.mkdtemp(prefix="sparkdl-test-checkpoint-"))
+    x, y = _data(n=30)
+    data = DataBlocks.from_numpy(sc, x, y, 3)
+    assert data.rdd.isCheckpointed() and data.sizes == [10, 10, 10]
+    blocks = data.rdd.collect()
+    np.testing.assert_array_equal(np.concatenate([b[0] for b in blocks]), x.astype(np.float32))
+    np.testing.assert_array_equal(np.concatenate([b[1] for b in blocks]), y)
+    data.unpersist()
+
+
 def test_label_out_of_range_named(spark):
     x, y = _data(n=10)
     y[6] = 3
@@ -274,7 +312,7 @@ def test_local_data_copies_missing_rerun_identically(spark, caplog):
     x, y = _data(n=50)  # 6 iterations; the copies go missing before the fifth
     ref_summary, ref = _fit(spark, x, y, 2, _model(), Adam(lr=0.01), local_data_copy=False)
     data = DataBlocks.from_numpy(spark.sparkContext, x, y, 2)
-    assert data.rdd.isCheckpointed()  # driver arrays are not shipped inside every task
+    assert len(cloudpickle.dumps(data.rdd.func)) < 10_000  # tasks read the blocks from files: no arrays inside
     model = _model()
     trainer = DistributedTrainer(model, nn.CrossEntropyLoss(), Adam(lr=0.01), batch_size=20,
                                  end_trigger=MaxEpoch(2), seed=5, progress=False)

@@ -10,9 +10,11 @@ shapes and label ranges, so bad data is reported â€” naming partition and row â€
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import tempfile
 import warnings
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -206,9 +208,10 @@ class DataBlocks(PartitionedData):
         """Distribute driver-side arrays as ``num_partitions`` contiguous blocks (default
         ``sc.defaultParallelism``) and cache them.
 
-        The cached RDD is also checkpointed once (to ``sc.getCheckpointDir()``; local masters without one
-        get a temporary directory) so that training tasks do not carry the arrays; see the README's
-        cluster section.
+        So that training tasks do not carry the arrays: with a local master (``local[*]``, ``local-cluster``)
+        the driver writes each partition's block to a temporary ``.npy`` file that the executors read (removed
+        when the RDD is garbage collected or at exit); on a cluster the cached RDD is also checkpointed once
+        (to ``sc.getCheckpointDir()``); see the README's cluster section.
 
         Raises
         ------
@@ -219,9 +222,6 @@ class DataBlocks(PartitionedData):
         """
         n = num_partitions or sc.defaultParallelism
         x, y = check_arrays("DataBlocks.from_numpy", x, y, n)
-        # Several chunks of <= ~16 MB per partition keep each serialized record small for the JVM;
-        # parallelize() gives partition p the p-th run of `pieces` chunks, so row order is kept.
-        row_bytes = max(1, x[:1].nbytes)
         per_part = max(1, -(-len(x) // n))
         largest = per_part * (4 * max(1, x[:1].size) + y[:1].nbytes)  # features become float32
         if largest > MAX_PARTITION_BYTES:
@@ -230,15 +230,21 @@ class DataBlocks(PartitionedData):
                              f"{largest / 2**30:.2f} GiB, but one cached partition is one serialized record, which "
                              f"must stay under {MAX_PARTITION_BYTES / 2**30:.2f} GiB (a Java byte array): use "
                              f"num_partitions >= {need}")
-        pieces = max(1, -(-per_part * row_bytes // (16 << 20)))
+        # On a cluster several chunks of <= ~16 MB per partition keep each serialized record small for the JVM;
+        # parallelize() gives partition p the p-th run of `pieces` chunks, so row order is kept.
+        pieces = max(1, -(-per_part * max(1, x[:1].nbytes) // (16 << 20)))
         bounds = np.linspace(0, len(x), n * pieces + 1).round().astype(int)
-        chunks = [(x[bounds[i]:bounds[i + 1]], y[bounds[i]:bounds[i + 1]]) for i in range(n * pieces)]
+        rows = bounds[::pieces]
         # The partitions are inspected here, before any Spark job: a bad row fails fast, and no Python pass
         # over the cached data is needed for it.
-        rows = bounds[::pieces]
         summaries = [_summarize(p, (x[a:b].astype(np.float32, copy=False), y[a:b]))
                      for p, (a, b) in enumerate(zip(rows[:-1], rows[1:]))]
         _raise_problems(summaries)
+        if sc.master.startswith("local"):  # executors on this machine: they read the blocks from local files
+            blocks = _local_blocks(sc, x, y, rows).persist(storage_level)
+            count_on_jvm(blocks)  # caches every partition without reading it back in Python
+            return cls(blocks, summaries)
+        chunks = [(x[bounds[i]:bounds[i + 1]], y[bounds[i]:bounds[i + 1]]) for i in range(n * pieces)]
         blocks = _normalized(sc.parallelize(chunks, n)).persist(storage_level)
         _checkpoint_driver_data(blocks)
         # The arrays ride inside the tasks of this first job only (then the checkpoint replaces them): Spark's
@@ -305,6 +311,33 @@ def _raise_problems(summaries: list[PartitionSummary]) -> None:
     if problems:
         raise ValueError("invalid training data: " + problems[0] +
                          (f" (and {len(problems) - 1} more partitions with problems)" if len(problems) > 1 else ""))
+
+
+def _local_blocks(sc, x, y, rows):
+    """An RDD whose partition ``p`` is rows ``rows[p]:rows[p + 1]`` of ``x`` (as float32) and ``y``, read from two
+    ``.npy`` files the driver writes into a new temporary directory: for local masters (``local[*]``,
+    ``local-cluster``), whose executors share the driver's file system. Tasks carry only the partition index, a
+    lost partition is recomputed from its files, and no checkpoint is needed. The directory is removed when the
+    RDD object is garbage collected or the driver exits. The blocks are those :func:`_normalize_block` makes of
+    the same rows (float32 features, labels of ``y``'s dtype, both C-contiguous)."""
+    directory = tempfile.mkdtemp(prefix="sparkdl-data-")
+    try:
+        for p, (a, b) in enumerate(zip(rows[:-1], rows[1:])):
+            np.save(os.path.join(directory, f"x-{p}.npy"), np.ascontiguousarray(x[a:b], dtype=np.float32))
+            np.save(os.path.join(directory, f"y-{p}.npy"), np.ascontiguousarray(y[a:b]))
+    except BaseException:
+        shutil.rmtree(directory, True)
+        raise
+    rdd = sc.parallelize(range(len(rows) - 1), len(rows) - 1).mapPartitionsWithIndex(
+        lambda p, it: [_read_local_block(directory, p, it)], preservesPartitioning=True)
+    weakref.finalize(rdd, shutil.rmtree, directory, True)  # also runs at exit
+    return rdd
+
+
+def _read_local_block(directory: str, partition: int, records) -> tuple[np.ndarray, np.ndarray]:
+    _drained(records)
+    return (np.load(os.path.join(directory, f"x-{partition}.npy")),
+            np.load(os.path.join(directory, f"y-{partition}.npy")))
 
 
 def _checkpoint_driver_data(rdd) -> None:
