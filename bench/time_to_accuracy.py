@@ -7,8 +7,9 @@
 Two tasks (bench/tta_tasks.py): ``mnist`` (the default), LeNet-5 on MNIST to 99.0%; ``fashion_mnist``, ResNet-8
 (the CIFAR ResNet with one basic block per stage, BatchNorm, for 1x28x28) on Fashion-MNIST to 92.0%.
 Each system trains the same architecture (defined for both libraries in bench/tta_tasks.py) with Adam and a
-cosine learning-rate decay over the task's ``schedule_epochs``, at the batch size and peak rate chosen per system
-(``tta_tasks.SETTINGS``: the fastest of the grid ``tta_tasks.SEARCH``, which ``--search`` runs; sparkdl prefers
+cosine learning-rate decay over ``schedule_epochs`` epochs, at the batch size, peak rate and schedule chosen per
+system (``tta_tasks.SETTINGS``: the fastest of the grid ``tta_tasks.SEARCH``, which ``--search`` runs, and of the
+schedules tried with ``--schedule-epochs``, which sets the schedule of every system run; sparkdl prefers
 larger global batches because each iteration is a Spark job), evaluates the test set after every epoch and stops
 at the first epoch with accuracy >= --target. Time includes data preparation inside the system but not the
 dataset download. The last line is one JSON object with the three results and the ratios sparkdl/other (goal
@@ -22,7 +23,7 @@ processes TorchDistributor starts) never import sparkdl and run PyTorch in its d
 TorchDistributor's local[2] session is PySpark's plain ``SparkSession`` (not sparkdl's, whose Python workers
 import sparkdl).
 
-    python bench/time_to_accuracy.py [--target 0.99] [--max-epochs 15]
+    python bench/time_to_accuracy.py [--target 0.99] [--max-epochs 15] [--schedule-epochs 6]
     python bench/time_to_accuracy.py --task fashion_mnist
     python bench/time_to_accuracy.py --task fashion_mnist --search [--systems torch]   # the settings' grid
     python bench/time_to_accuracy.py --quick     # one epoch per system: checks that it runs, measures nothing
@@ -33,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -178,8 +178,8 @@ def run_torch_distributor(data_path, target, max_epochs, batch_size, lr, schedul
 def run_system(args):
     """This process's system (``--system``) on the data of ``--data``: its result dict."""
     task = TASKS[args.task]
-    kw = {"batch_size": args.batch_size, "lr": args.lr, "schedule_epochs": task["schedule_epochs"],
-          "model": task["model"]}
+    kw = {"batch_size": args.batch_size, "lr": args.lr,
+          "schedule_epochs": args.schedule_epochs or task["schedule_epochs"], "model": task["model"]}
     if args.system == "distributor":
         res = run_torch_distributor(args.data, args.target, args.max_epochs, **kw)
         _no_sparkdl("TorchDistributor's driver")
@@ -192,10 +192,12 @@ def run_system(args):
     return run_sparkdl(data, args.target, args.max_epochs, **kw)
 
 
-def _run(name, data, args, batch_size, lr):
+def _run(name, data, args, batch_size, lr, schedule_epochs=None):
     """System ``name`` in a process of its own; its result dict."""
+    schedule = schedule_epochs or args.schedule_epochs or TASKS[args.task]["schedule_epochs"]
     return procs.run_child(__file__, "--system", name, "--data", data, "--task", args.task, "--target", args.target,
-                           "--max-epochs", args.max_epochs, "--batch-size", batch_size, "--lr", lr)
+                           "--max-epochs", args.max_epochs, "--batch-size", batch_size, "--lr", lr,
+                           "--schedule-epochs", schedule)
 
 
 def search(args, systems, data):
@@ -208,7 +210,8 @@ def search(args, systems, data):
             for lr in tta_tasks.SEARCH[args.task][name][1]:
                 res = {"batch_size": batch_size, "lr": lr, **_run(name, data, args, batch_size, lr)}
                 runs.append(res)
-                print(f"search {args.task} {SYSTEMS[name][1]}: batch {batch_size} lr {lr:g}: {res['seconds']:.1f} s, "
+                print(f"search {args.task} {SYSTEMS[name][1]}: batch {batch_size} lr {lr:g} schedule "
+                      f"{args.schedule_epochs or TASKS[args.task]['schedule_epochs']}: {res['seconds']:.1f} s, "
                       f"{res['epochs']} epochs, accuracy {res['accuracy']:.4f}", flush=True)
         reached = [r for r in runs if r["reached"]]
         out[name] = {"runs": runs, "best": min(reached, key=lambda r: r["seconds"]) if reached else None}
@@ -224,6 +227,9 @@ def _parse():
                     help="comma-separated subset of sparkdl,torch,distributor (ratios need all three)")
     ap.add_argument("--sparkdl-batch-size", type=int, help="sparkdl's global batch (default: the task's setting)")
     ap.add_argument("--sparkdl-lr", type=float, help="sparkdl's peak learning rate (default: the task's setting)")
+    ap.add_argument("--schedule-epochs", type=int,
+                    help="epochs of the cosine decay, for every system run (default: each system's setting in "
+                         "tta_tasks.SETTINGS, else the task's schedule_epochs)")
     ap.add_argument("--search", action="store_true", help="run the grid of settings (tta_tasks.SEARCH) instead")
     ap.add_argument("--quick", action="store_true", help="smoke run: --max-epochs 1 (checks that it runs)")
     ap.add_argument("--limit", type=int, help="smoke runs: only the first LIMIT training and test images")
@@ -249,7 +255,10 @@ def main():
         return
     systems = [name for name in SYSTEMS if name in set(args.systems.split(","))]
     settings = dict(SETTINGS[args.task])
-    settings["sparkdl"] = (args.sparkdl_batch_size or settings["sparkdl"][0], args.sparkdl_lr or settings["sparkdl"][1])
+    settings["sparkdl"] = (args.sparkdl_batch_size or settings["sparkdl"][0], args.sparkdl_lr or settings["sparkdl"][1],
+                           *settings["sparkdl"][2:])
+    schedules = {name: args.schedule_epochs or (s[2] if len(s) > 2 else TASKS[args.task]["schedule_epochs"])
+                 for name, s in settings.items()}
     res = {"target": args.target} if args.task == "mnist" else {"task": args.task, "target": args.target}
     with tempfile.TemporaryDirectory(prefix="sparkdl-bench-tta-") as tmp:
         data = os.path.join(tmp, args.task + ".npz")
@@ -260,8 +269,8 @@ def main():
             return
         for name in systems:
             key, label = SYSTEMS[name]
-            res[key] = {**_run(name, data, args, *settings[name]), "batch_size": settings[name][0],
-                        "lr": settings[name][1]}
+            res[key] = {**_run(name, data, args, *settings[name][:2], schedules[name]),
+                        "batch_size": settings[name][0], "lr": settings[name][1], "schedule_epochs": schedules[name]}
             print(f"{label}:", res[key], flush=True)
     if len(systems) == 3:
         ours = res["sparkdl_local2"]
