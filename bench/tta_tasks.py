@@ -11,10 +11,12 @@ basic block per stage, for 1x28x28 inputs: conv 3x3 16 (no bias) - BN - ReLU; th
 
 Settings: every system trains with Adam and a cosine decay (to 1% of the peak rate) over ``schedule_epochs``
 epochs (sparkdl: after a linear warm-up of half an epoch, as ``sparkdl train`` does), and stops at the first
-epoch whose test accuracy reaches the target. ``SETTINGS[task][system]`` = (batch size, peak learning rate) is the
-fastest to the target of ``SEARCH[task][system]`` (batch sizes x rates; for TorchDistributor the batch is per
-process, so the global batch is twice it); ``python bench/time_to_accuracy.py --task T --search`` runs the grid.
-The MNIST settings come from earlier sessions' trials (bench/RESULTS.md, not this exact grid). The Fashion-MNIST
+epoch whose test accuracy reaches the target. ``SETTINGS[task][system]`` = (batch size, peak learning rate[,
+schedule_epochs]) is the fastest to the target of ``SEARCH[task][system]`` (batch sizes x rates; for
+TorchDistributor the batch is per process, so the global batch is twice it); ``python bench/time_to_accuracy.py
+--task T --search`` runs the grid. The MNIST settings come from earlier sessions' trials (bench/RESULTS.md, not
+this exact grid) and, for the schedule, from runs of every system at ``schedule_epochs`` 4, 6 and 10 (28th
+session: PyTorch and TorchDistributor are fastest at 4, sparkdl at 10). The Fashion-MNIST
 settings are PROVISIONAL (each grid's middle point, not yet searched on this machine) until ``--search`` has run.
 """
 from __future__ import annotations
@@ -28,8 +30,8 @@ TASKS = {
                       "model": "resnet8", "schedule_epochs": 12, "max_epochs": 20},
 }
 
-SETTINGS = {  # (batch size, peak learning rate) per system
-    "mnist": {"sparkdl": (1024, 6e-3), "torch": (128, 3e-3), "distributor": (64, 3e-3)},
+SETTINGS = {  # (batch size, peak learning rate[, schedule_epochs if not the task's]) per system
+    "mnist": {"sparkdl": (1024, 6e-3), "torch": (128, 3e-3, 4), "distributor": (64, 3e-3, 4)},
     "fashion_mnist": {"sparkdl": (512, 4e-3), "torch": (128, 2e-3), "distributor": (64, 2e-3)},
 }
 
