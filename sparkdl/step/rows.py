@@ -16,7 +16,7 @@ from sparkdl.nn.activation import _Elementwise
 from sparkdl.nn.loss import SampleWeightedLoss
 from sparkdl.nn.onnx_op import OnnxOp
 
-__all__ = ["rows_independent", "rows_splittable"]
+__all__ = ["rows_independent", "rows_splittable", "batch_statistics_layers"]
 
 # Matched by exact type, as the losses are: a user subclass of a listed layer may redefine forward and couple rows.
 # The activations are every sparkdl subclass of _Elementwise, direct or not (ReLU6 is a Hardtanh).
@@ -65,6 +65,11 @@ def rows_splittable(model, loss=None) -> bool:
     coupled only through batch statistics, which the row parts of a split batch exchange
     (:mod:`sparkdl.nn.row_parts`), so that the split step still equals the whole batch's to float rounding."""
     return _accepted(model, loss, _BATCH_STATISTICS)
+
+
+def batch_statistics_layers(model) -> int:
+    """Number of BatchNorm layers (``BatchNorm1d``/``BatchNorm2d``, exact types) in ``model``."""
+    return sum(type(m) in _BATCH_STATISTICS for _, m in model.named_modules())
 
 
 def _accepted(model, loss, also) -> bool:

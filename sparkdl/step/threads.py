@@ -30,9 +30,9 @@ import numpy as np
 
 from sparkdl.config import get_num_threads, set_thread_local_threads
 from sparkdl.nn.dropout_masks import row_offset
-from sparkdl.step.gradient import gradient_sum
 from sparkdl.nn.row_parts import RowParts, row_part
-from sparkdl.step.rows import _BATCH_STATISTICS, rows_splittable
+from sparkdl.step.gradient import gradient_sum
+from sparkdl.step.rows import batch_statistics_layers, rows_splittable
 from sparkdl.step.work import forward_flops_per_row
 from sparkdl.threadpool import executor
 
@@ -46,6 +46,7 @@ MIN_ROWS_PER_THREAD = 16
 #: session): ResNet-20 at 32 rows per part (124M per layer) and MobileNetV2 at 64x64, 16 rows (16M) gained from the
 #: split; MobileNetV3-small at 64x64, 16 rows (6M) lost.
 MIN_FLOPS_PER_SYNC = 10_000_000
+
 
 def _same_state(a, b) -> bool:
     if isinstance(a, dict):
@@ -133,7 +134,7 @@ def _splits(model, loss_sum, xb, threads: int) -> bool:
     """Whether :func:`task_gradient_sum` splits this batch (see there)."""
     if threads < 2 or len(xb) < threads * MIN_ROWS_PER_THREAD or not rows_splittable(model, loss_sum):
         return False
-    syncs = sum(type(m) in _BATCH_STATISTICS for _, m in model.named_modules())
+    syncs = batch_statistics_layers(model)
     return not syncs or (len(xb) // threads) * forward_flops_per_row(model, xb.shape[1:]) >= MIN_FLOPS_PER_SYNC * syncs
 
 
