@@ -361,6 +361,37 @@ def test_two_threads_per_task_split_rows_and_match_single_process(spark):
 
 
 @pytest.mark.skipif(__import__("numba").config.NUMBA_NUM_THREADS < 2, reason="needs a numba pool of 2 threads")
+def test_two_threads_per_task_split_batchnorm_rows_and_match_single_process(spark):
+    """A BatchNorm network splits its task's rows too (enough work per BatchNorm layer): the threads exchange the
+    statistics of the task's rows (sparkdl.nn.row_parts), so batch statistics stay each partition's, as in the
+    grouped single-process reference, and the trajectory and running statistics match it to float rounding."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((128, 1, 16, 16)).astype(np.float32)
+    y = (x[:, 0, :8].mean(axis=(1, 2)) > 0).astype(np.int64)
+    data = DataBlocks.from_samples(spark.sparkContext.parallelize(list(zip(x, y)), 2))
+
+    def make():
+        return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                             nn.Conv2d(16, 24, 3, padding=1), nn.BatchNorm2d(24), nn.ReLU(),
+                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(24, 2)).initialize(2)
+    from sparkdl.step import sum_reduction
+    from sparkdl.step.threads import _splits
+    assert _splits(make(), sum_reduction(nn.CrossEntropyLoss()), x[:32], 2)  # 32 rows per task and iteration
+    ref = make()
+    ref_losses = _grouped_reference(ref, nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), x, y, data.sizes, 64,
+                                    2, seed=5)
+    dist = make()
+    trainer = DistributedTrainer(dist, nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), batch_size=64,
+                                 end_trigger=MaxEpoch(2), seed=5, progress=False, threads_per_task=2)
+    summary = trainer.fit(data)
+    data.unpersist()
+    np.testing.assert_allclose(summary.loss, ref_losses, rtol=1e-5)
+    np.testing.assert_allclose(dist.flat_parameters, ref.flat_parameters, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dist.flat_buffers, ref.flat_buffers, rtol=1e-4, atol=1e-5)
+    assert not np.array_equal(dist.flat_parameters, ref.flat_parameters)  # the split ran: other float rounding
+
+
+@pytest.mark.skipif(__import__("numba").config.NUMBA_NUM_THREADS < 2, reason="needs a numba pool of 2 threads")
 def test_two_threads_per_task_split_dropout_rows_and_match_single_process(spark):
     """Dropout is split too: each thread's part draws its rows of the partition's masks
     (sparkdl.nn.dropout_masks), so the trajectory is the single-process one with the engine's per-partition
