@@ -178,3 +178,11 @@ def test_imported_squeeze_excitation_graph_splits_like_the_whole_batch(tmp_path)
         set_num_threads(previous)
     np.testing.assert_allclose(g_split, g_whole, rtol=2e-4, atol=2e-5 * np.abs(g_whole).max())
     np.testing.assert_allclose(split.flat_buffers, whole.flat_buffers, rtol=1e-5, atol=1e-6)
+
+
+def test_too_few_rows_for_the_parts_is_an_error_not_a_wait():
+    """A one-row part of a BatchNorm1d batch would skip the exchange its partner waits in: refused up front."""
+    model = nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3), nn.Linear(3, 2)).initialize(0)
+    x, y = np.ones((3, 4), np.float32), np.array([0, 1, 0])
+    with pytest.raises(ValueError, match="3 rows cannot make 2 parts of at least 2 rows each"):
+        split_gradient_sum(model, sum_reduction(nn.CrossEntropyLoss()), x, y, model.zeros_like_parameters(), 2)

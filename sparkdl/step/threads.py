@@ -92,9 +92,14 @@ def split_gradient_sum(model, loss_sum, xb, yb, grad_out, threads: int, rng=None
 
     Raises
     ------
+    ValueError
+        If the batch has fewer than ``2 * threads`` rows.
     RuntimeError
         If the parts made different numbers of draws from ``rng`` (a module whose draws depend on its rows).
     """
+    if len(xb) < 2 * threads:  # a part of one row would give a BatchNorm1d part one value per channel
+        raise ValueError(f"split_gradient_sum: {len(xb)} rows cannot make {threads} parts of at least 2 rows each; "
+                         f"use gradient_sum (task_gradient_sum splits only from {MIN_ROWS_PER_THREAD} rows per part)")
     bounds = np.linspace(0, len(xb), threads + 1).astype(np.int64)
     grads = [grad_out] + [np.empty_like(grad_out) for _ in range(threads - 1)]
     rngs = [None if rng is None else copy.deepcopy(rng) for _ in range(threads)]  # same state each
