@@ -18,9 +18,6 @@ from sparkdl.nn.onnx_op import OnnxOp
 
 __all__ = ["rows_independent", "rows_splittable", "batch_statistics_layers"]
 
-# Matched by exact type, as the losses are: a user subclass of a listed layer may redefine forward and couple rows.
-# The activations are every sparkdl subclass of _Elementwise, direct or not (ReLU6 is a Hardtanh).
-
 
 def _sparkdl_subclasses(cls) -> set:
     found = set()
@@ -30,6 +27,8 @@ def _sparkdl_subclasses(cls) -> set:
     return found
 
 
+# Matched by exact type, as the losses are: a user subclass of a listed layer may redefine forward and couple rows.
+# The activations are every sparkdl subclass of _Elementwise, direct or not (ReLU6 is a Hardtanh).
 _ROWWISE = frozenset({
     nn.Sequential, nn.Residual, nn.Concat, nn.Add, nn.Concatenate, nn.Linear, nn.Conv2d, nn.Conv1d, nn.PReLU,
     nn.MaxPool2d, nn.MaxPool1d, nn.AvgPool2d, nn.AvgPool1d, nn.AdaptiveAvgPool2d, nn.Identity, nn.LayerNorm,
