@@ -117,6 +117,19 @@ def batch_norm_apply(x, mean, invstd, weight, bias):
 
 
 @njit(inline="always")
+def _channel_sums(x, grad_y, ch, mu):
+    """``(sum(grad_y), sum(grad_y * (x - mu)))`` of channel ``ch`` in float64, the rows by :func:`_row_dot` in order."""
+    n, _, s = x.shape
+    gb = 0.0
+    gq = 0.0
+    for i in range(n):
+        a, q = _row_dot(grad_y[i, ch], x[i, ch], s, mu)
+        gb += a
+        gq += q
+    return gb, gq
+
+
+@njit(inline="always")
 def _channel_grad_input(x, grad_y, grad_x, ch, mu, inv, w, gb, gw, m, batch_stats):
     """``grad_x[:, ch]`` from the channel's sums ``gb = sum(grad_y)`` and ``gw = sum(grad_y * x_hat)`` over ``m``
     values (batch statistics), or ``weight * invstd * grad_y`` (fixed statistics)."""
@@ -148,12 +161,7 @@ def batch_norm_backward(x, grad_y, mean, invstd, weight, batch_stats):
     grad_b = np.empty(c, grad_y.dtype)
     for ch in prange(c):
         mu, inv = mean[ch], invstd[ch]
-        gb = 0.0
-        gw = 0.0
-        for i in range(n):
-            a, q = _row_dot(grad_y[i, ch], x[i, ch], s, mu)
-            gb += a
-            gw += q
+        gb, gw = _channel_sums(x, grad_y, ch, mu)
         gw *= inv  # sum(grad_y * x_hat)
         grad_w[ch] = gw
         grad_b[ch] = gb
@@ -166,18 +174,13 @@ def batch_norm_grad_sums(x, grad_y, mean, invstd):
     """Per-channel ``sum(grad_y)`` and ``sum(grad_y * x_hat)`` of (N, C, S) arrays, two float64 (C,): the sums of
     :func:`batch_norm_backward`, for a batch whose rows are split across threads (each part's sums are added
     across the parts, then :func:`batch_norm_grad_input` runs on each part with the whole batch's sums)."""
-    n, c, s = x.shape
+    c = x.shape[1]
     gb = np.empty(c, np.float64)
     gw = np.empty(c, np.float64)
     for ch in prange(c):
-        a_sum = 0.0
-        q_sum = 0.0
-        for i in range(n):
-            a, q = _row_dot(grad_y[i, ch], x[i, ch], s, mean[ch])
-            a_sum += a
-            q_sum += q
-        gb[ch] = a_sum
-        gw[ch] = q_sum * invstd[ch]
+        a, q = _channel_sums(x, grad_y, ch, mean[ch])
+        gb[ch] = a
+        gw[ch] = q * invstd[ch]
     return gb, gw
 
 
