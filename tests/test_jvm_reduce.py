@@ -84,7 +84,7 @@ def test_one_block_reduced_in_a_task_is_bitwise_equal_too(data, name, executor_r
 def test_driver_reduce_runs_one_stage_per_iteration(spark, data, monkeypatch):
     driver_model, task_model = _model(), _model()
     start_profiler(spark.sparkContext)
-    _fit(data, driver_model, Adam(lr=0.01), True, epochs=1)
+    _fit(data, driver_model, Adam(lr=0.01), True, epochs=1, iterations_per_job=1)
     time.sleep(1.0)  # the listener bus delivers the last job's events asynchronously
     one = stop_profiler(spark.sparkContext)
     monkeypatch.setattr(jvm_reduce, "DRIVER_REDUCE", False)

@@ -206,13 +206,18 @@ def gradient_records(fit_broadcast, data_deserializer, split: int, frames):
 
     ``frames``: a header record, the raw float32 weights then buffers (in chunks), and — in "full" mode — the
     partition's cached data records. Yields raw records (``Frames.java``) for every data partition the
-    header names; nothing for partitions without rows in this batch."""
+    header names; nothing for partitions without rows in this batch.
+
+    In a multi-iteration job (the header names a ``TaskLink`` socket) the task instead sends each iteration's
+    records through that socket and receives the next iteration's counters and weights, until told to stop
+    (:meth:`JvmAllReduce.run`); it yields nothing."""
     frames = iter(frames)
     header = next(frames)
     magic, epoch, iteration, global_iteration, full, chunks, n = _HEADER.unpack_from(header)
     if magic != _MAGIC:
         raise RuntimeError(f"sparkdl: task {split} received a malformed iteration header")
     partitions = np.frombuffer(header, "<i4", n, _HEADER.size)
+    link = _link_path(header, _HEADER.size + 4 * n)
     weights = [next(frames) for _ in range(chunks)]
     items = _deserialize(data_deserializer, frames) if full else None
     for _ in frames:  # drain the input (nothing is left in local mode): keeps the Python worker reusable
@@ -222,33 +227,90 @@ def gradient_records(fit_broadcast, data_deserializer, split: int, frames):
     if items is not None and fit.data_key is not None and fit.offsets[split + 1] > fit.offsets[split]:
         local_cache.store(fit.data_key, split, *items[0])  # even without rows in this batch: no miss later
     own = sorted(int(q) for q in partitions)
-    num_partitions = len(fit.offsets) - 1
-    nodes = maximal_nodes(own, lambda q: fit.offsets[q + 1] == fit.offsets[q], num_partitions)
     with task_scope(fit.threads):  # once per task, not per partition
-        # once per task, not per partition: a copy of the model per partition was 3.5 GB of copying per
-        # iteration at 1000 partitions of 0.9M parameters
-        split_weights = (None, _load_weights(weights, fit.model.flat_parameters))
-        del weights
-        members = iter(own)
-        p = next(members, None)
-        for lo, level in nodes:
-            grads, buffers = TreeSum(_add_gradients), TreeSum(_add_buffers)
-            while p is not None and p < node_end(lo, level):
-                def source(p=p):
-                    if items is not None:
-                        return items[0]
-                    return local_cache.load(fit.data_key, p) if fit.data_key is not None else None
-                out = partition_gradient(fit, ctx, p, source, split_weights)
-                if out is MISS:
-                    yield from (_RECORD.pack(_MISS, k, p, 0, 0.0, 0.0, 0) for k in range(len(fit.bounds) - 1))
-                elif out is not None:
-                    grad, loss_sum, norm, (buffer_sum, count) = out
-                    half = to_half(grad) if fit.compress == "fp16" else None  # numpy's rounding, vectorised
-                    grads.push(p, 0, [grad if half is None else None, half, loss_sum, norm])
-                    buffers.push(p, 0, (None if buffer_sum is None else buffer_sum.astype(np.float32), count))
-                p = next(members, None)
-            yield from _node_records(fit.bounds, grads.nodes(), buffers.nodes())
+        if link is None:
+            yield from _iteration_records(fit, ctx, own, items, weights)
+        else:
+            _iterate_linked(fit, ctx, own, weights, link)
     freeze_worker_heap()
+
+
+def _link_path(header: bytes, end: int) -> str | None:
+    """The ``TaskLink`` socket path a multi-iteration job's header carries after the partitions, else None."""
+    if len(header) <= end:
+        return None
+    (size,) = struct.unpack_from("<i", header, end)
+    return bytes(header[end + 4:end + 4 + size]).decode("utf-8")
+
+
+def _iteration_records(fit, ctx, own: list, items, weights: list):
+    """The raw records of one iteration of the data partitions ``own`` (one group task, or one full-data task
+    whose cached records ``items`` came with it), with ``weights`` (chunks) loaded into the model first."""
+    nodes = maximal_nodes(own, lambda q: fit.offsets[q + 1] == fit.offsets[q], len(fit.offsets) - 1)
+    # once per task, not per partition: a copy of the model per partition was 3.5 GB of copying per
+    # iteration at 1000 partitions of 0.9M parameters
+    split_weights = (None, _load_weights(weights, fit.model.flat_parameters))
+    del weights
+    members = iter(own)
+    p = next(members, None)
+    for lo, level in nodes:
+        grads, buffers = TreeSum(_add_gradients), TreeSum(_add_buffers)
+        while p is not None and p < node_end(lo, level):
+            def source(p=p):
+                if items is not None:
+                    return items[0]
+                return local_cache.load(fit.data_key, p) if fit.data_key is not None else None
+            out = partition_gradient(fit, ctx, p, source, split_weights)
+            if out is MISS:
+                yield from (_RECORD.pack(_MISS, k, p, 0, 0.0, 0.0, 0) for k in range(len(fit.bounds) - 1))
+            elif out is not None:
+                grad, loss_sum, norm, (buffer_sum, count) = out
+                half = to_half(grad) if fit.compress == "fp16" else None  # numpy's rounding, vectorised
+                grads.push(p, 0, [grad if half is None else None, half, loss_sum, norm])
+                buffers.push(p, 0, (None if buffer_sum is None else buffer_sum.astype(np.float32), count))
+            p = next(members, None)
+        yield from _node_records(fit.bounds, grads.nodes(), buffers.nodes())
+
+
+_FRAME = struct.Struct("<i")
+_LINK_REPLY = struct.Struct("<iiii")  # status, epoch, iteration in epoch, global iteration (TaskLink.java)
+_CONTINUE, _STOP, _FAILED = 0, 1, 2
+
+
+def _iterate_linked(fit, ctx, own: list, weights: list, path: str) -> None:
+    """The iterations of a multi-iteration job (``TaskLink.java``): send each iteration's records to the
+    executor's link, which returns, once every task of the job has sent theirs, the next iteration's counters and
+    weights, or the order to stop."""
+    import socket
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(path)
+        stream = sock.makefile("rwb", buffering=1 << 16)
+        while True:
+            records = list(_iteration_records(fit, ctx, own, None, weights))
+            stream.write(_FRAME.pack(len(records)))
+            for r in records:
+                stream.write(_FRAME.pack(len(r)))
+                stream.write(r)
+            stream.flush()
+            del records
+            reply = _read_frames(stream)
+            status, epoch, iteration, global_iteration = _LINK_REPLY.unpack(reply[0])
+            if status == _FAILED:
+                raise RuntimeError("sparkdl: the multi-iteration job failed at the driver: "
+                                   + bytes(reply[1]).decode("utf-8", "replace"))
+            if status != _CONTINUE:
+                return
+            ctx, weights = _Iteration(epoch, iteration, global_iteration), reply[1:]
+
+
+def _read_frames(stream) -> list:
+    def exactly(n):
+        data = stream.read(n)
+        if len(data) != n:
+            raise RuntimeError("sparkdl: the executor's iteration link closed mid-job (the job is failing)")
+        return data
+    (count,) = _FRAME.unpack(exactly(4))
+    return [exactly(_FRAME.unpack(exactly(4))[0]) for _ in range(count)]
 
 
 # ---------------------------------------------------------------------------------------------- driver
@@ -314,6 +376,31 @@ class JvmAllReduce:
         if status == _OK:
             self.step_count += 1
         return status == _OK, ran_full, loss_sum, norm_sum, samples
+
+    def run(self, plan: list) -> tuple[list, bool]:
+        """Run the iterations ``plan`` — ``(epoch, iteration in epoch, global iteration, lr)`` each — in one Spark
+        job (driver reduce over executor-local copies only; ``TrainingLoop.run``), bitwise as :meth:`step` would
+        one by one.
+
+        Returns ``(results, missed)``: ``(ok, loss_sum, normalizer_sum, samples)`` of each iteration that ran, in
+        order — all of them, or fewer when one was not finite (the last, ``ok`` False, not committed) or lacked a
+        local copy (not run; ``missed`` is True and :meth:`step` reruns it on the full data), or none when the loop
+        cannot run several iterations now (use :meth:`step`). If the job fails nothing of it is kept and the
+        exception propagates."""
+        if not self.driver_reduce:
+            return [], False
+        parts = [struct.pack("<i", len(plan))]
+        for j, (epoch, iteration, global_iteration, lr) in enumerate(plan):
+            program = encode_program(self.optimizer, self.bounds, lr, self.step_count + 1 + j)
+            parts.append(struct.pack("<iiii", epoch, iteration, global_iteration, len(program)) + program)
+        out = self.loop.run(b"".join(parts))
+        ran, missed = struct.unpack_from("<ii", out)
+        results = []
+        for j in range(ran):
+            status, _, loss_sum, norm_sum, samples = _STEP.unpack_from(out, 8 + _STEP.size * j)
+            self.step_count += status == _OK
+            results.append((status == _OK, loss_sum, norm_sum, samples))
+        return results, bool(missed)
 
     def invalidate_local_copies(self) -> None:
         self.loop.invalidate_local_copies()

@@ -12,6 +12,7 @@ executor (:mod:`sparkdl.engine.recovery`).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -36,12 +37,16 @@ from sparkdl.engine.triggers import MaxEpoch, TrainingState
 from sparkdl.jvm import bridge, empty_view, optional_bridge, set_jvm_log_level, stop_console_progress_bar
 from sparkdl.step import sum_reduction
 
-__all__ = ["DriverLoop", "BLOCK_PARAMETERS"]
+__all__ = ["DriverLoop", "BLOCK_PARAMETERS", "JOB_SECONDS"]
 
 log = logging.getLogger("sparkdl.engine")
 
 #: Parameters per AllReduce block when ``num_blocks`` is not given (4 MB of float32).
 BLOCK_PARAMETERS = 1 << 20
+#: Seconds of iterations one Spark job runs by default (``iterations_per_job=None``): long enough that a job's own
+#: cost (15-40 ms on local[2]) is a few percent, short enough that the progress bar and a replay after a failure
+#: stay fine-grained.
+JOB_SECONDS = 1.0
 #: Largest AllReduce block by default (float32 bytes), whatever the number of partitions: a reduce task's result
 #: (its block's new weights) is deserialized on the driver, up to four at once and in about three copies each, and
 #: a 100M-parameter model in two 200 MB blocks ran a 2 GiB driver out of heap, in 64 MiB blocks a 1280 MB one
@@ -64,6 +69,8 @@ class DriverLoop(Recovery, ShardStates):
         states = [self.optimizer.init_state(int(bounds[k]), int(bounds[k + 1])) for k in range(K)]
         self.state = TrainingState()
         self._iteration_in_epoch = 0
+        self._seconds_per_iteration = math.inf  # no multi-iteration job before one iteration is timed
+        self._one_job_each_until = 0
         self.samples_seen = 0
         if resume:
             states = self._restore_checkpoint(K)
@@ -73,8 +80,10 @@ class DriverLoop(Recovery, ShardStates):
         recoveries = 0
         try:
             while not self.options.end_trigger(self.state):
+                plan = self._plan(sizes, val, snapshot.iteration)
                 try:
-                    self._step(data, self.state.epoch, self._iteration_in_epoch, sizes, bar)
+                    if len(plan) < 2 or not self._run_planned(plan, sizes, bar):
+                        self._step(data, self.state.epoch, self._iteration_in_epoch, sizes, bar)
                 except TrainingDivergedError:
                     self._sync_model()  # the last good weights
                     raise
@@ -82,6 +91,10 @@ class DriverLoop(Recovery, ShardStates):
                     if not self._can_replay(e, recoveries):
                         raise
                     recoveries += 1
+                    if len(plan) > 1:
+                        # A multi-iteration job fails as a whole when one task fails (a retried task cannot rejoin
+                        # the others mid-job): replay its iterations one job each, whose tasks Spark retries alone.
+                        self._one_job_each_until = plan[-1][2] + 1
                     self._replay(snapshot, e, recoveries)
                     continue
                 self._after_iteration(val, bar)
@@ -162,6 +175,58 @@ class DriverLoop(Recovery, ShardStates):
         self._bounds = bounds
         return K
 
+    # ------------------------------------------------------------------ several iterations in one job
+    def _plan(self, sizes, val, snapshot_iteration: int) -> list:
+        """The iterations the next Spark job may run, ``(epoch, iteration in epoch, global iteration, lr)`` each
+        (see ``iterations_per_job``): up to the first after which a trigger fires or a snapshot is due, found by
+        evaluating the triggers on the counters those iterations will reach. Empty when a job must run one
+        iteration: no JVM driver reduce, a trigger that may read the loss, a schedule with state, or the replay of
+        a failed multi-iteration job."""
+        opts = self.options
+        limit = opts.iterations_per_job or max(1, int(JOB_SECONDS / self._seconds_per_iteration))
+        triggers = [opts.end_trigger] + ([opts.validation_trigger] if val is not None else []) \
+            + ([opts.checkpoint_trigger] if opts.checkpoint_dir is not None else [])
+        schedule = self.optimizer.schedule
+        if self._jvm is None or not self._jvm.driver_reduce or limit < 2 \
+                or self.state.iteration < self._one_job_each_until \
+                or not all(t.predictable for t in triggers) or (schedule is not None and schedule.state_dict()):
+            return []
+        state = dataclasses.replace(self.state)
+        i, plan = self._iteration_in_epoch, []
+        while len(plan) < limit:
+            plan.append((state.epoch, i, state.iteration, float(self.optimizer.lr_at(
+                iteration=state.iteration, epoch=state.epoch, metric=state.score))))
+            state.iteration, i = state.iteration + 1, i + 1
+            state.epoch_end = i == len(sizes)
+            if state.epoch_end:
+                state.epoch, i = state.epoch + 1, 0
+            if any(t(state) for t in triggers) or state.iteration - snapshot_iteration >= opts.snapshot_interval:
+                break
+        return plan
+
+    def _run_planned(self, plan, sizes, bar) -> bool:
+        """Run ``plan`` (:meth:`_plan`) in one job on the JVM; False if it could not run (then :meth:`_step` runs
+        one iteration). Records every iteration that ran; raises :class:`TrainingDivergedError` at a non-finite
+        one (the iterations before it are kept)."""
+        (e0, i0, g0, _), (e1, i1, g1, _) = plan[0], plan[-1]
+        self._sc.setJobDescription(f"sparkdl fit: iterations {g0 + 1}-{g1 + 1} (epoch {e0 + 1}, iteration "
+                                   f"{i0 + 1} to epoch {e1 + 1}, iteration {i1 + 1}/{len(sizes)})")
+        t0 = time.perf_counter()
+        results, missed = self._jvm.run(plan)
+        if missed:
+            log.info("sparkdl: iteration %d reran on the full partitions (no executor-local copy yet)",
+                     plan[len(results)][2] + 1)
+        if not results:
+            return False
+        seconds = (time.perf_counter() - t0) / len(results)
+        self._model_stale = True
+        for (epoch, i, g, lr), (ok, loss_sum, norm_sum, _) in zip(plan, results):
+            loss = loss_sum / norm_sum if norm_sum > 0 else math.nan
+            if not ok:
+                self._raise_diverged(g, epoch, loss)
+            self._record(loss, epoch, i, g, lr, sizes, None, bar, seconds)
+        return True
+
     # ------------------------------------------------------------------ one iteration
     def _step(self, data, epoch, i, sizes, bar):
         sc = self._sc
@@ -231,11 +296,14 @@ class DriverLoop(Recovery, ShardStates):
             f"(loss={loss}); the model keeps the last good weights and existing checkpoints are untouched. "
             "Lower the learning rate or enable gradient clipping (clip_norm).")
 
-    def _record(self, loss, epoch, i, g, lr, sizes, t0, bar):
-        """Advance the counters and log one finished iteration."""
+    def _record(self, loss, epoch, i, g, lr, sizes, t0, bar, seconds=None):
+        """Advance the counters and log one finished iteration (of ``seconds``, else since ``t0``)."""
         samples = int(sizes[i])
         self.samples_seen += samples
-        seconds = time.perf_counter() - t0
+        if seconds is None:
+            seconds = time.perf_counter() - t0
+        # the time an iteration takes, for the length of the next multi-iteration job (iterations_per_job)
+        self._seconds_per_iteration = seconds
         self.state.iteration = g + 1
         self._iteration_in_epoch = i + 1
         self.state.loss = loss

@@ -30,7 +30,7 @@ class TrainerOptions:
         If ``end_trigger`` is not a Trigger or ``jvm_reduce`` is not None, True or False.
     ValueError
         If ``batch_size`` or ``snapshot_interval`` is not an int >= 1, ``max_recoveries`` not an int >= 0,
-        ``num_blocks`` neither None nor an int >= 1, or ``compress`` neither None nor ``'fp16'``.
+        ``num_blocks`` or ``iterations_per_job`` neither None nor an int >= 1, or ``compress`` neither None nor ``'fp16'``.
     """
 
     batch_size: int
@@ -53,6 +53,7 @@ class TrainerOptions:
     max_recoveries: int = 3
     local_data_copy: bool = True
     jvm_reduce: bool | None = None
+    iterations_per_job: int | None = None
 
     def __post_init__(self):
         for name in ("batch_size", "snapshot_interval"):
@@ -62,8 +63,10 @@ class TrainerOptions:
         v = self.max_recoveries
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ValueError(f"DistributedTrainer: max_recoveries must be an int >= 0, got {v!r}")
-        if self.num_blocks is not None and (not isinstance(self.num_blocks, int) or self.num_blocks < 1):
-            raise ValueError(f"DistributedTrainer: num_blocks must be None or an int >= 1, got {self.num_blocks!r}")
+        for name in ("num_blocks", "iterations_per_job"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ValueError(f"DistributedTrainer: {name} must be None or an int >= 1, got {v!r}")
         if self.compress not in (None, "fp16"):
             raise ValueError(f"DistributedTrainer: compress must be None or 'fp16', got {self.compress!r}")
         if self.end_trigger is not None and not isinstance(self.end_trigger, Trigger):

@@ -25,7 +25,15 @@ class TrainingState:
 
 
 class Trigger:
-    """Base class: ``trigger(state) -> bool``."""
+    """Base class: ``trigger(state) -> bool``.
+
+    ``predictable`` is True when the trigger reads only the counters (``epoch``, ``iteration``, ``epoch_end``)
+    and the validation ``score``, so the driver can tell in advance at which iteration it fires and run the
+    iterations before it in one Spark job (``DistributedTrainer(iterations_per_job=...)``). False here, so a
+    trigger of your own (which may read the loss) is evaluated after every iteration; the built-in ones but
+    :class:`MinLoss` set it True."""
+
+    predictable = False
 
     def __call__(self, state: TrainingState) -> bool:
         raise NotImplementedError
@@ -49,6 +57,8 @@ def _count(name, value, minimum=1):
 class MaxEpoch(Trigger):
     """True once ``max_epoch`` epochs have completed."""
 
+    predictable = True
+
     def __init__(self, max_epoch: int):
         self.max_epoch = _count("MaxEpoch: max_epoch", max_epoch)
 
@@ -58,6 +68,8 @@ class MaxEpoch(Trigger):
 
 class MaxIteration(Trigger):
     """True once ``max_iteration`` iterations have completed."""
+
+    predictable = True
 
     def __init__(self, max_iteration: int):
         self.max_iteration = _count("MaxIteration: max_iteration", max_iteration)
@@ -79,6 +91,8 @@ class MinLoss(Trigger):
 class MaxScore(Trigger):
     """True once the validation score (first metric) exceeds ``max_score``."""
 
+    predictable = True
+
     def __init__(self, max_score: float):
         self.max_score = float(max_score)
 
@@ -89,12 +103,16 @@ class MaxScore(Trigger):
 class EveryEpoch(Trigger):
     """True at the end of every epoch."""
 
+    predictable = True
+
     def __call__(self, state):
         return state.epoch_end
 
 
 class SeveralIteration(Trigger):
     """True every ``interval`` iterations."""
+
+    predictable = True
 
     def __init__(self, interval: int):
         self.interval = _count("SeveralIteration: interval", interval)
@@ -107,6 +125,10 @@ class _Any(Trigger):
     def __init__(self, *triggers):
         self.triggers = triggers
 
+    @property
+    def predictable(self):
+        return all(t.predictable for t in self.triggers)
+
     def __call__(self, state):
         return any(t(state) for t in self.triggers)
 
@@ -114,6 +136,10 @@ class _Any(Trigger):
 class _All(Trigger):
     def __init__(self, *triggers):
         self.triggers = triggers
+
+    @property
+    def predictable(self):
+        return all(t.predictable for t in self.triggers)
 
     def __call__(self, state):
         return all(t(state) for t in self.triggers)

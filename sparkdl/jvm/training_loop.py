@@ -74,6 +74,10 @@ class TrainingLoop:
     def step(self, epoch: int, iteration: int, global_iteration: int, program: bytes) -> bytes:
         return bytes(self._loop.step(int(epoch), int(iteration), int(global_iteration), program))
 
+    def run(self, plan: bytes) -> bytes:
+        """Several iterations in one Spark job (``TrainingLoop.run``; layouts there)."""
+        return bytes(self._loop.run(plan))
+
     def invalidate_local_copies(self) -> None:
         self._loop.invalidateLocalCopies()
 

@@ -18,6 +18,7 @@ import org.apache.spark.broadcast.Broadcast;
  * <pre>
  * header: int32 magic 0x5344_4c31 | int32 epoch | int32 iteration in epoch | int32 global iteration |
  *         int32 full (1: the partition's data records follow) | int32 chunks | int32 n | int32[n] partitions
+ *         [| int32 length | UTF-8 path of the task's {@link TaskLink} socket: multi-iteration jobs only]
  * weights: the float32 parameters followed by the float32 buffers (inline, broadcast or resident), in {@code chunks}
  *          records of at most the chunk limit each (sparkdl/chunking.py)
  * </pre>
@@ -35,13 +36,20 @@ final class IterationContext implements Serializable {
     ResidentWeights resident;
     /** Data partitions each group task of the local-copy source computes (set on the driver). */
     int[][] groups = new int[0][];
+    /** The {@link Rendezvous} of a multi-iteration job ({@link TrainingLoop#run}), else null. */
+    String rendezvous;
 
-    byte[] header(boolean full, int chunks, int[] partitions) {
-        ByteBuffer b = ByteBuffer.allocate(28 + 4 * partitions.length).order(ByteOrder.LITTLE_ENDIAN);
+    byte[] header(boolean full, int chunks, int[] partitions, String link) {
+        byte[] path = link == null ? new byte[0] : link.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        ByteBuffer b = ByteBuffer.allocate(28 + 4 * partitions.length + (link == null ? 0 : 4 + path.length))
+                .order(ByteOrder.LITTLE_ENDIAN);
         b.putInt(MAGIC).putInt(epoch).putInt(iteration).putInt(globalIteration).putInt(full ? 1 : 0);
         b.putInt(chunks).putInt(partitions.length);
         for (int p : partitions) {
             b.putInt(p);
+        }
+        if (link != null) {
+            b.putInt(path.length).put(path);
         }
         return b.array();
     }
@@ -52,7 +60,8 @@ final class IterationContext implements Serializable {
         byte[][] chunks = resident != null ? resident.chunks()
                 : inlineWeights != null ? inlineWeights : weights.value();
         List<byte[]> head = new ArrayList<>(1 + chunks.length);
-        head.add(header(full, chunks.length, partitions));
+        String link = full || rendezvous == null ? null : TaskLink.open(rendezvous, index);
+        head.add(header(full, chunks.length, partitions, link));
         java.util.Collections.addAll(head, chunks);
         if (data == null) {
             return head.iterator();

@@ -436,32 +436,176 @@ public final class TrainingLoop {
         return a;
     }
 
-    private byte[] commit(Attempt a, int full) {
+    // ------------------------------------------------------------------ several iterations in one job
+
+    /**
+     * Run the iterations of {@code plan} in one Spark job: the group tasks over executor-local copies loop over
+     * them, meeting at a {@link Rendezvous} on this driver after each (their {@link TaskLink}s), where the driver
+     * reduce sums and updates exactly as {@link #step} does, so the results are bitwise those of one job per
+     * iteration. Saves a job's scheduling and task launch per iteration (~15-40 ms on local[2]).
+     *
+     * <p>Only in driver-reduce mode once the local copies are in place; otherwise nothing runs (the caller uses
+     * {@link #step}). The job stops early at an iteration whose loss or weights are not finite (not committed) or
+     * that lacked a local copy (not run; the next {@link #step} reruns it on the full data). If the job fails, every
+     * iteration it ran is undone and the exception is rethrown: the caller replays from the plan's start.
+     *
+     * @param plan int32 n, then per iteration int32 epoch | int32 iteration in epoch | int32 global iteration |
+     *             int32 length | {@link UpdateProgram} bytes
+     * @return int32 iterations that ran | int32 1 if the job stopped at an iteration without a local copy, else 0 |
+     *         for each iteration that ran the 32 bytes {@link #step} returns (source 0)
+     */
+    public byte[] run(byte[] plan) {
+        ByteBuffer in = Frames.wrap(plan);
+        int n = in.getInt();
+        if (!driverReduce || !localReady || n < 1) {
+            return new byte[8];
+        }
+        int[][] counters = new int[n][3];
+        UpdateProgram[] programs = new UpdateProgram[n];
+        for (int j = 0; j < n; j++) {
+            counters[j] = new int[] {in.getInt(), in.getInt(), in.getInt()};
+            byte[] p = new byte[in.getInt()];
+            in.get(p);
+            programs[j] = new UpdateProgram(p);
+        }
+        InJob job = new InJob(counters, programs);
+        Rendezvous r = new Rendezvous(localSource.getNumPartitions(), job::reduce);
+        context.epoch = counters[0][0];
+        context.iteration = counters[0][1];
+        context.globalIteration = counters[0][2];
+        context.weights = current;
+        context.inlineWeights = current == null ? currentBytes : null;
+        context.resident = null;
+        context.rendezvous = r.open();
+        try {
+            Jobs.collect(jsc, localGradients);
+        } catch (RuntimeException e) {
+            job.undo();
+            throw e;
+        } finally {
+            context.rendezvous = null;
+            r.close();
+        }
+        if (r.failure() != null) {
+            job.undo();
+            throw new IllegalStateException("sparkdl: a multi-iteration job's rendezvous failed", r.failure());
+        }
+        return job.finish();
+    }
+
+    /** The driver's side of one {@link #run}: the iterations' reduce, run by the {@link Rendezvous}. */
+    private final class InJob {
+        private final int[][] counters;
+        private final UpdateProgram[] programs;
+        private final ShardState startState = driverState;
+        private final byte[][] startBytes = currentBytes;
+        private final float[] startBuffers = buffers;
+        private final ByteBuffer results;
+        private int ran;
+        private boolean missed;
+
+        InJob(int[][] counters, UpdateProgram[] programs) {
+            this.counters = counters;
+            this.programs = programs;
+            this.results = ByteBuffer.allocate(8 + 32 * counters.length).order(ByteOrder.LITTLE_ENDIAN);
+            results.putInt(0).putInt(0);
+        }
+
+        /** Iteration {@code ran}'s records of every task: sum, update, and the reply every task receives. */
+        synchronized byte[][] reduce(List<byte[]> frames) {
+            List<Tuple2<Integer, byte[]>> keyed = new ArrayList<>(frames.size());
+            for (byte[] f : frames) {
+                keyed.add(new Tuple2<>(0, f));
+            }
+            ShardState next = new BlockReducer(programs[ran], currentBytes, bounds)
+                    .call(keyed.iterator(), List.of(driverState).iterator()).next();
+            if (next.missed) {
+                localReady = false;
+                missed = true;
+                return reply(TaskLink.STOP);
+            }
+            int status = status(new ShardState[] {next});
+            results.putInt(status).putInt(0).putDouble(next.lossSum).putDouble(next.normalizerSum).putLong(next.count);
+            ran++;
+            if (status != OK) {
+                return reply(TaskLink.STOP);
+            }
+            commitDriver(next);
+            return ran == counters.length ? reply(TaskLink.STOP) : reply(TaskLink.CONTINUE);
+        }
+
+        private byte[][] reply(int what) {
+            ByteBuffer h = ByteBuffer.allocate(16).order(ByteOrder.LITTLE_ENDIAN).putInt(what);
+            if (what != TaskLink.CONTINUE) {
+                return new byte[][] {h.array()};
+            }
+            int[] c = counters[ran];
+            h.putInt(c[0]).putInt(c[1]).putInt(c[2]);
+            byte[][] out = new byte[currentBytes.length + 1][];
+            out[0] = h.array();
+            System.arraycopy(currentBytes, 0, out, 1, currentBytes.length);
+            return out;
+        }
+
+        synchronized void undo() {
+            driverState = startState;
+            currentBytes = startBytes;
+            buffers = startBuffers;
+        }
+
+        synchronized byte[] finish() {
+            if (currentBytes != startBytes) {
+                publish(currentBytes);
+            }
+            results.putInt(0, ran).putInt(4, missed ? 1 : 0);
+            return Arrays.copyOf(results.array(), 8 + 32 * ran);
+        }
+    }
+
+    /** {@link #OK}, {@link #NONFINITE_LOSS} or {@link #NONFINITE_WEIGHTS} of an iteration's results. */
+    private static int status(ShardState[] results) {
         boolean finite = true;
-        for (ShardState r : a.results) {
+        for (ShardState r : results) {
             finite &= r.finite;
         }
-        ShardState head = a.results[0];
+        ShardState head = results[0];
         double loss = head.normalizerSum > 0 ? head.lossSum / head.normalizerSum : Double.NaN;
-        int status = !Double.isFinite(loss) ? NONFINITE_LOSS : finite ? OK : NONFINITE_WEIGHTS;
+        return !Double.isFinite(loss) ? NONFINITE_LOSS : finite ? OK : NONFINITE_WEIGHTS;
+    }
+
+    /** The buffers after an iteration: the mean of its tasks' running statistics, else the previous ones. */
+    private float[] nextBuffers(ShardState head) {
+        if (head.bufferSum == null || head.bufferSum.length == 0 || head.count <= 0) {
+            return buffers;
+        }
+        float[] buf = new float[head.bufferSum.length];
+        float n = (float) head.count;
+        for (int i = 0; i < buf.length; i++) {
+            buf[i] = head.bufferSum[i] / n;
+        }
+        return buf;
+    }
+
+    /** Driver reduce: make a finite iteration's results the current weights, buffers and state (not published). */
+    private void commitDriver(ShardState head) {
+        buffers = nextBuffers(head);
+        driverState = new ShardState(0, head.step, head.arrays);
+        currentBytes = Frames.chunks(new byte[][] {head.shard, Frames.bytes(buffers)}, maxChunkBytes);
+    }
+
+    private byte[] commit(Attempt a, int full) {
+        ShardState head = a.results[0];
+        int status = status(a.results);
         if (status != OK) {
             a.discard();
         } else {
-            float[] buf = buffers;
-            if (head.bufferSum != null && head.bufferSum.length > 0 && head.count > 0) {
-                buf = new float[head.bufferSum.length];
-                float n = (float) head.count;
-                for (int i = 0; i < buf.length; i++) {
-                    buf[i] = head.bufferSum[i] / n;
-                }
-            }
-            buffers = buf;
             if (driverReduce) {
-                driverState = new ShardState(0, head.step, head.arrays);
-                publish(Frames.chunks(new byte[][] {head.shard, Frames.bytes(buf)}, maxChunkBytes));
+                commitDriver(head);
+                publish(currentBytes);
             } else {
+                buffers = nextBuffers(head);
                 replaceStates(a.next, List.of());
-                a.weights.putBuffers(Frames.bytes(buf));
+                a.weights.putBuffers(Frames.bytes(buffers));
                 publish(a.anchor, a.weights);
             }
             localReady = localEnabled;
