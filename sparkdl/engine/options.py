@@ -30,7 +30,8 @@ class TrainerOptions:
         If ``end_trigger`` is not a Trigger or ``jvm_reduce`` is not None, True or False.
     ValueError
         If ``batch_size`` or ``snapshot_interval`` is not an int >= 1, ``max_recoveries`` not an int >= 0,
-        ``num_blocks`` or ``iterations_per_job`` neither None nor an int >= 1, or ``compress`` neither None nor ``'fp16'``.
+        ``num_blocks`` or ``iterations_per_job`` neither None nor an int >= 1, or ``compress`` neither None nor
+        ``'fp16'``.
     """
 
     batch_size: int

@@ -84,7 +84,8 @@ final class TaskLink implements Runnable {
     public void run() {
         try (SocketChannel ch = server.accept()) {
             DataInputStream in = new DataInputStream(new BufferedInputStream(Channels.newInputStream(ch), 1 << 16));
-            DataOutputStream out = new DataOutputStream(new BufferedOutputStream(Channels.newOutputStream(ch), 1 << 16));
+            DataOutputStream out =
+                    new DataOutputStream(new BufferedOutputStream(Channels.newOutputStream(ch), 1 << 16));
             SparkEnv env = SparkEnv.get();
             RpcEndpointRef ref = RpcUtils.makeDriverRef(endpoint, env.conf(), env.rpcEnv());
             RpcTimeout wait = new RpcTimeout(new FiniteDuration(365, TimeUnit.DAYS), "sparkdl.rendezvous");
