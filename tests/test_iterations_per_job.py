@@ -72,8 +72,11 @@ def test_bitwise_equal_to_one_job_per_iteration(spark, data, name, per_job):
     np.testing.assert_array_equal(many.flat_parameters, one.flat_parameters)
     np.testing.assert_array_equal(many.flat_buffers, one.flat_buffers)
     # the first iteration runs alone (on the full partitions, timing the next job's length), then 14 in jobs of
-    # at most 4 or, by default, of ~1 s each (all 14 here)
-    assert jobs == (1 + 4 if per_job == 4 else 2)
+    # at most 4 or, by default, of ~1 s each (JOB_SECONDS / the last iteration's time: one to three jobs here)
+    if per_job == 4:
+        assert jobs == 1 + 4
+    else:
+        assert 2 <= jobs <= 4
 
 
 def test_jobs_end_where_validation_checkpoint_and_snapshot_triggers_fire(spark, data, tmp_path):
@@ -84,9 +87,8 @@ def test_jobs_end_where_validation_checkpoint_and_snapshot_triggers_fire(spark, 
               end_trigger=MaxIteration(14) | MaxScore(2.0))
     one, many = _model(), _model()
     s1, _ = _fit(data, one, Adam(lr=0.01), 1, val, checkpoint_dir=str(tmp_path / "one"), **kw)
-    seen = []
     (s2, trainer), jobs = _gradient_jobs(spark.sparkContext, lambda: _fit(
-        data, many, Adam(lr=0.01), None, val, checkpoint_dir=str(tmp_path / "many"), **kw))
+        data, many, Adam(lr=0.01), 100, val, checkpoint_dir=str(tmp_path / "many"), **kw))
     assert [v["iteration"] for v in s2.validations] == [v["iteration"] for v in s1.validations] == [5, 10]
     np.testing.assert_array_equal([v["Top1Accuracy"] for v in s2.validations],
                                   [v["Top1Accuracy"] for v in s1.validations])
@@ -122,7 +124,7 @@ def test_a_failed_job_is_replayed_one_iteration_per_job_bitwise(spark, data, cap
             from sparkdl.engine.tasks import FaultInjected
             raise FaultInjected(f"injected failure, partition {partition}, iteration {iteration}")
     with caplog.at_level("WARNING", logger="sparkdl.engine"):
-        summary, _ = _fit(data, faulty, Adam(lr=0.01), None, fault_hook=hook)
+        summary, _ = _fit(data, faulty, Adam(lr=0.01), 100, fault_hook=hook)
     replays = [r.getMessage() for r in caplog.records if "replaying" in r.getMessage()]
     assert len(replays) == 1  # the multi-iteration job (iterations 2-15) failed once, then one job per iteration
     assert len(summary.iterations) == 15
@@ -134,7 +136,7 @@ def test_divergence_inside_a_job_keeps_the_last_good_weights(spark):
     x[61] = 3e38  # a row that the shuffled batches reach only after a few iterations
     data = DataBlocks.from_numpy(spark.sparkContext, x, y, 3)
     errors, weights = [], []
-    for per_job in (1, None):
+    for per_job in (1, 100):
         model = _model()
         with pytest.raises(TrainingDivergedError) as e:
             _fit(data, model, SGD(lr=0.1), per_job)

@@ -11,12 +11,14 @@ from sparkdl.jvm import bridge
 __all__ = ["TrainingLoop"]
 
 
-def _raw_python_rdd(java_rdd, sc, func):
+def _raw_python_rdd(java_rdd, sc, func, barrier: bool = False):
     """The JVM side of ``func`` mapped over a JavaRDD of ``byte[]``: ``func(split, frames)`` receives raw
-    bytes records and yields raw bytes records (no pickling either way)."""
+    bytes records and yields raw bytes records (no pickling either way). ``barrier``: in Spark's barrier mode,
+    i.e. its tasks are launched all together or not at all."""
     from pyspark import RDD
     from pyspark.serializers import NoOpSerializer
-    mapped = RDD(java_rdd, sc, NoOpSerializer()).mapPartitionsWithIndex(func)
+    source = RDD(java_rdd, sc, NoOpSerializer())
+    mapped = (source.barrier() if barrier else source).mapPartitionsWithIndex(func)
     mapped._bypass_serializer = True
     return mapped._jrdd
 
@@ -34,8 +36,10 @@ class TrainingLoop:
                                              int(chunking.MAX_CHUNK_BYTES))
 
     def set_gradients(self, func) -> None:
+        local = self._loop.localSource()
         self._loop.setGradients(_raw_python_rdd(self._loop.fullSource(), self._sc, func),
-                                _raw_python_rdd(self._loop.localSource(), self._sc, func))
+                                _raw_python_rdd(local, self._sc, func),
+                                _raw_python_rdd(local, self._sc, func, barrier=True))
 
     def set_weights(self, packed, num_parameters: int) -> None:
         """``packed``: float32 parameters then buffers."""

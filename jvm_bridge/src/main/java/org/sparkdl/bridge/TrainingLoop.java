@@ -16,6 +16,7 @@ import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.storage.StorageLevel;
+import org.apache.spark.util.RpcUtils;
 
 import scala.Tuple2;
 
@@ -51,6 +52,9 @@ public final class TrainingLoop {
     private final GroupSourceRDD localSource;
     private JavaRDD<byte[]> fullGradients;
     private JavaRDD<byte[]> localGradients;
+    /** {@link #localGradients} in barrier mode, for {@link #run}: its tasks wait for each other every iteration,
+     * so they must all run at once, which Spark guarantees (or refuses) for a barrier stage. */
+    private JavaRDD<byte[]> localBarrierGradients;
     private final boolean localEnabled;
     private final boolean driverReduce;
     private boolean localReady;
@@ -124,9 +128,10 @@ public final class TrainingLoop {
     }
 
     /** The Python gradient RDDs over {@link #fullSource} and {@link #localSource} (raw records out). */
-    public void setGradients(JavaRDD<byte[]> full, JavaRDD<byte[]> local) {
+    public void setGradients(JavaRDD<byte[]> full, JavaRDD<byte[]> local, JavaRDD<byte[]> localBarrier) {
         this.fullGradients = full;
         this.localGradients = local;
+        this.localBarrierGradients = localBarrier;
     }
 
     public int numBlocks() {
@@ -457,7 +462,7 @@ public final class TrainingLoop {
     public byte[] run(byte[] plan) {
         ByteBuffer in = Frames.wrap(plan);
         int n = in.getInt();
-        if (!driverReduce || !localReady || n < 1) {
+        if (!driverReduce || !localReady || n < 1 || !fanInFits()) {
             return new byte[8];
         }
         int[][] counters = new int[n][3];
@@ -478,7 +483,7 @@ public final class TrainingLoop {
         context.resident = null;
         context.rendezvous = r.open();
         try {
-            Jobs.collect(jsc, localGradients);
+            Jobs.collect(jsc, localBarrierGradients);
         } catch (RuntimeException e) {
             job.undo();
             throw e;
@@ -491,6 +496,22 @@ public final class TrainingLoop {
             throw new IllegalStateException("sparkdl: a multi-iteration job's rendezvous failed", r.failure());
         }
         return job.finish();
+    }
+
+    /**
+     * Whether a multi-iteration job can run now: the driver may receive every group task's records directly (at
+     * most {@link FanIn#PER_EXECUTOR} records per executor, else the per-iteration jobs' combine stage keeps the
+     * driver's fan-in bounded; a local master is exempt, its one executor being the driver; all of them within half
+     * of Spark's RPC message limit), and the application has a task slot for every group task (fewer executors
+     * than when the groups were made, or groups made for more slots than there are: Spark would refuse to launch
+     * the barrier stage).
+     */
+    private boolean fanInFits() {
+        long bytes = (long) localRecords * (4L * bounds[1] + Frames.HEADER);
+        return (jsc.sc().isLocal() || localRecords <= FanIn.PER_EXECUTOR * FanIn.executors(jsc))
+                && bytes <= RpcUtils.maxMessageSizeBytes(jsc.sc().conf()) / 2
+                && localSource.getNumPartitions() <= jsc.sc().maxNumConcurrentTasks(
+                        jsc.sc().resourceProfileManager().defaultResourceProfile());
     }
 
     /** The driver's side of one {@link #run}: the iterations' reduce, run by the {@link Rendezvous}. */
