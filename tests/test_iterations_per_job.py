@@ -149,11 +149,21 @@ def test_divergence_inside_a_job_keeps_the_last_good_weights(spark):
     data.unpersist()
 
 
-def test_task_links_are_removed_when_the_job_ends(spark, data):
-    tmp = spark.sparkContext._jvm.java.lang.System.getProperty("java.io.tmpdir")
-    before = set(glob.glob(os.path.join(tmp, "sparkdl-link-*")))
-    _fit(data, _model(), Adam(lr=0.01), None)
-    assert set(glob.glob(os.path.join(tmp, "sparkdl-link-*"))) == before
+def test_task_links_live_in_the_spark_local_dir_until_the_job_ends(spark, data, tmp_path):
+    sc = spark.sparkContext
+    local_dir = sc._jvm.org.apache.spark.util.Utils.getLocalDir(sc._jsc.sc().conf())  # this JVM's, not a shared one
+    seen = tmp_path / "seen"
+
+    def hook(stage, partition, epoch, iteration, attempt):  # runs in the workers, mid-job
+        if iteration == 5:
+            with open(seen, "a") as f:
+                for path in glob.glob(os.path.join(local_dir, "sparkdl-link-*", "s")):
+                    f.write(f"{path} {oct(os.stat(os.path.dirname(path)).st_mode & 0o777)}\n")
+    _fit(data, _model(), Adam(lr=0.01), 100, fault_hook=hook)
+    during = set(seen.read_text().splitlines())
+    assert len(during) == 2  # one socket per group task (local[2]), in a directory only its user can enter
+    assert all(line.endswith(" 0o700") for line in during)
+    assert glob.glob(os.path.join(local_dir, "sparkdl-link-*")) == []
 
 
 def test_predictable_triggers():

@@ -30,7 +30,8 @@ import scala.reflect.ClassTag$;
 
 /**
  * Executor side of a multi-iteration job ({@link TrainingLoop#run}): the channel between one Python gradient task
- * and the driver's {@link Rendezvous}. A Unix domain socket in a new directory only this user can enter (the
+ * and the driver's {@link Rendezvous}. A Unix domain socket in a new directory only this user can enter, under the
+ * executor's Spark local directory (the
  * Python worker and its executor share the host; nothing listens on the network), served by one daemon thread:
  * per iteration it reads the task's gradient records, sends them to the rendezvous over Spark's RPC and writes the
  * reply back. Closed, with its directory, when the task ends.
@@ -56,11 +57,30 @@ final class TaskLink implements Runnable {
     private TaskLink(String endpoint, int task) throws IOException {
         this.endpoint = endpoint;
         this.task = task;
-        this.dir = Files.createTempDirectory("sparkdl-link-",
-                PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+        this.dir = newDirectory();
         this.socket = dir.resolve("s");
+        dir.toFile().deleteOnExit();  // backstops of the task-end listener, which a killed task may not run
+        socket.toFile().deleteOnExit();
         this.server = ServerSocketChannel.open(StandardProtocolFamily.UNIX);
         server.bind(UnixDomainSocketAddress.of(socket));
+    }
+
+    /** Longest socket path used (Linux's limit is 107 bytes). */
+    private static final int MAX_PATH = 100;
+
+    /**
+     * A new owner-only directory for the socket: in the executor's Spark local directory (removed with the
+     * application's other temporary files when the executor stops), or in the JVM's temporary directory when that
+     * path would be too long for a Unix socket.
+     */
+    private static Path newDirectory() throws IOException {
+        java.nio.file.attribute.FileAttribute<?> owner =
+                PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------"));
+        Path base = Path.of(org.apache.spark.util.Utils.getLocalDir(SparkEnv.get().conf()));
+        if (base.toAbsolutePath().toString().length() + 40 <= MAX_PATH) {
+            return Files.createTempDirectory(base, "sparkdl-link-", owner);
+        }
+        return Files.createTempDirectory("sparkdl-link-", owner);
     }
 
     /** Open the link of group task {@code task} in the running Spark task; returns the socket's path. */
