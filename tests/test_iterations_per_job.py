@@ -115,6 +115,20 @@ def test_unpredictable_triggers_and_stateful_schedules_run_a_job_per_iteration(s
     assert jobs == len(summary.iterations)
 
 
+def test_more_group_tasks_than_slots_run_a_job_per_iteration(spark, data, monkeypatch):
+    """Tasks of a multi-iteration job wait for each other: with more group tasks than task slots (5 on local[2])
+    they could never all run, so the trainer must not start such a job (it deadlocked before the slot check)."""
+    from sparkdl.engine import loop
+    one = _model()
+    _fit(data, one, Adam(lr=0.01), 1, end_trigger=MaxIteration(6))
+    monkeypatch.setattr(loop, "_task_slots", lambda sc: 5)
+    many = _model()
+    (summary, _), jobs = _gradient_jobs(spark.sparkContext, lambda: _fit(data, many, Adam(lr=0.01), 100,
+                                                                        end_trigger=MaxIteration(6)))
+    assert jobs == 6
+    np.testing.assert_array_equal(many.flat_parameters, one.flat_parameters)
+
+
 def test_a_failed_job_is_replayed_one_iteration_per_job_bitwise(spark, data, caplog):
     clean, faulty = _model(), _model()
     _fit(data, clean, Adam(lr=0.01), 1)
