@@ -36,6 +36,7 @@ import numpy as np
 
 from sparkdl.jvm.training_loop import TrainingLoop
 from sparkdl.engine import local_cache
+from sparkdl.engine.task_link import link_path, run_linked
 from sparkdl.engine.tasks import MISS, FitContext, partition_gradient
 from sparkdl.engine.worker import freeze_worker_heap, task_scope
 from sparkdl.kernels.half import from_half, to_half
@@ -217,7 +218,7 @@ def gradient_records(fit_broadcast, data_deserializer, split: int, frames):
     if magic != _MAGIC:
         raise RuntimeError(f"sparkdl: task {split} received a malformed iteration header")
     partitions = np.frombuffer(header, "<i4", n, _HEADER.size)
-    link = _link_path(header, _HEADER.size + 4 * n)
+    link = link_path(header, _HEADER.size + 4 * n)
     weights = [next(frames) for _ in range(chunks)]
     items = _deserialize(data_deserializer, frames) if full else None
     for _ in frames:  # drain the input (nothing is left in local mode): keeps the Python worker reusable
@@ -231,16 +232,8 @@ def gradient_records(fit_broadcast, data_deserializer, split: int, frames):
         if link is None:
             yield from _iteration_records(fit, ctx, own, items, weights)
         else:
-            _iterate_linked(fit, ctx, own, weights, link)
+            run_linked(link, ctx, weights, lambda c, w: list(_iteration_records(fit, c, own, None, w)), _Iteration)
     freeze_worker_heap()
-
-
-def _link_path(header: bytes, end: int) -> str | None:
-    """The ``TaskLink`` socket path a multi-iteration job's header carries after the partitions, else None."""
-    if len(header) <= end:
-        return None
-    (size,) = struct.unpack_from("<i", header, end)
-    return bytes(header[end + 4:end + 4 + size]).decode("utf-8")
 
 
 def _iteration_records(fit, ctx, own: list, items, weights: list):
@@ -270,47 +263,6 @@ def _iteration_records(fit, ctx, own: list, items, weights: list):
                 buffers.push(p, 0, (None if buffer_sum is None else buffer_sum.astype(np.float32), count))
             p = next(members, None)
         yield from _node_records(fit.bounds, grads.nodes(), buffers.nodes())
-
-
-_FRAME = struct.Struct("<i")
-_LINK_REPLY = struct.Struct("<iiii")  # status, epoch, iteration in epoch, global iteration (TaskLink.java)
-_CONTINUE, _STOP, _FAILED = 0, 1, 2
-
-
-def _iterate_linked(fit, ctx, own: list, weights: list, path: str) -> None:
-    """The iterations of a multi-iteration job (``TaskLink.java``): send each iteration's records to the
-    executor's link, which returns, once every task of the job has sent theirs, the next iteration's counters and
-    weights, or the order to stop."""
-    import socket
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.connect(path)
-        stream = sock.makefile("rwb", buffering=1 << 16)
-        while True:
-            records = list(_iteration_records(fit, ctx, own, None, weights))
-            stream.write(_FRAME.pack(len(records)))
-            for r in records:
-                stream.write(_FRAME.pack(len(r)))
-                stream.write(r)
-            stream.flush()
-            del records
-            reply = _read_frames(stream)
-            status, epoch, iteration, global_iteration = _LINK_REPLY.unpack(reply[0])
-            if status == _FAILED:
-                raise RuntimeError("sparkdl: the multi-iteration job failed at the driver: "
-                                   + bytes(reply[1]).decode("utf-8", "replace"))
-            if status != _CONTINUE:
-                return
-            ctx, weights = _Iteration(epoch, iteration, global_iteration), reply[1:]
-
-
-def _read_frames(stream) -> list:
-    def exactly(n):
-        data = stream.read(n)
-        if len(data) != n:
-            raise RuntimeError("sparkdl: the executor's iteration link closed mid-job (the job is failing)")
-        return data
-    (count,) = _FRAME.unpack(exactly(4))
-    return [exactly(_FRAME.unpack(exactly(4))[0]) for _ in range(count)]
 
 
 # ---------------------------------------------------------------------------------------------- driver
