@@ -145,6 +145,26 @@ def test_a_failed_job_is_replayed_one_iteration_per_job_bitwise(spark, data, cap
     np.testing.assert_array_equal(clean.flat_parameters, faulty.flat_parameters)
 
 
+def test_a_job_that_cannot_start_turns_them_off_without_a_replay(spark, data, caplog):
+    """A multi-iteration job that fails before any task reaches the driver (here every task of its first iteration
+    fails, in every attempt of the barrier stage; on a cluster, e.g. one that refuses barrier stages) costs no
+    recovery: that iteration and the rest run one job each, where Spark retries the failed tasks alone."""
+    clean, faulty = _model(), _model()
+    _fit(data, clean, Adam(lr=0.01), 1)
+
+    def hook(stage, partition, epoch, iteration, attempt):
+        if attempt == 0 and iteration == 1:  # the first iteration of the first such job, every partition
+            from sparkdl.engine.tasks import FaultInjected
+            raise FaultInjected(f"injected failure, partition {partition}, iteration {iteration}")
+    with caplog.at_level("INFO", logger="sparkdl.engine"):
+        summary, _ = _fit(data, faulty, Adam(lr=0.01), 100, fault_hook=hook)
+    messages = [r.getMessage() for r in caplog.records]
+    assert not any("replaying" in m for m in messages)
+    assert sum("could not start" in m for m in messages) == 1
+    assert len(summary.iterations) == 15
+    np.testing.assert_array_equal(clean.flat_parameters, faulty.flat_parameters)
+
+
 def test_divergence_inside_a_job_keeps_the_last_good_weights(spark):
     x, y = _data()
     x[61] = 3e38  # a row that the shuffled batches reach only after a few iterations

@@ -29,6 +29,7 @@ optimizers use the Python reduce (:mod:`sparkdl.engine.iteration`).
 """
 from __future__ import annotations
 
+import logging
 import struct
 from functools import partial
 
@@ -44,6 +45,8 @@ from sparkdl.optim import SGD, Adam, AdamW
 from sparkdl.step.tree_sum import TreeSum, maximal_nodes, node_end
 
 __all__ = ["JvmAllReduce", "DRIVER_REDUCE", "supports", "encode_program", "pack_states", "unpack_states", "gradient_records"]
+
+log = logging.getLogger("sparkdl.engine")
 
 _RECORD = struct.Struct("<iiiiddq")  # kind, block, node lo (partition), node level, loss, normalizer, count
 _GRAD, _MISS, _BUFFERS, _GRAD16 = 1, 2, 3, 4
@@ -301,6 +304,8 @@ class JvmAllReduce:
         task = partial(gradient_records, fit_broadcast, data.rdd._jrdd_deserializer)
         self.loop.set_gradients(task)
         self.step_count = 0
+        #: Whether :meth:`run` may still run several iterations per job (off after one such job failed to start).
+        self.several_per_job = self.driver_reduce
 
     def set_weights(self, parameters: np.ndarray, buffers: np.ndarray) -> None:
         self.loop.set_weights(np.concatenate([parameters, buffers], dtype="<f4"), parameters.size)
@@ -346,7 +351,12 @@ class JvmAllReduce:
             program = encode_program(self.optimizer, self.bounds, lr, self.step_count + 1 + j)
             parts.append(struct.pack("<iiii", epoch, iteration, global_iteration, len(program)) + program)
         out = self.loop.run(b"".join(parts))
-        ran, missed = struct.unpack_from("<ii", out)
+        ran, flags = struct.unpack_from("<ii", out)
+        missed = flags & 1
+        if flags & 2 and self.several_per_job:
+            self.several_per_job = False
+            log.warning("sparkdl: a job of several iterations could not start on this cluster (see the Spark log); "
+                        "from now on every iteration is a job of its own")
         results = []
         for j in range(ran):
             status, _, loss_sum, norm_sum, samples = _STEP.unpack_from(out, 8 + _STEP.size * j)

@@ -187,7 +187,7 @@ class DriverLoop(Recovery, ShardStates):
         triggers = [opts.end_trigger] + ([opts.validation_trigger] if val is not None else []) \
             + ([opts.checkpoint_trigger] if opts.checkpoint_dir is not None else [])
         schedule = self.optimizer.schedule
-        if self._jvm is None or not self._jvm.driver_reduce or limit < 2 \
+        if self._jvm is None or not self._jvm.several_per_job or limit < 2 \
                 or self.state.iteration < self._one_job_each_until \
                 or not all(t.predictable for t in triggers) or (schedule is not None and schedule.state_dict()):
             return []

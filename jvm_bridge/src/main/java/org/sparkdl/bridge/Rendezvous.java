@@ -74,6 +74,13 @@ final class Rendezvous implements ThreadSafeRpcEndpoint {
         }
     }
 
+    /** Whether any task ever reached the rendezvous (a job that failed before: it could not start). */
+    private boolean reached;
+
+    synchronized boolean reached() {
+        return reached;
+    }
+
     /** The failure that ended the rendezvous (null if none). */
     synchronized Throwable failure() {
         return failure;
@@ -108,6 +115,7 @@ final class Rendezvous implements ThreadSafeRpcEndpoint {
     }
 
     private synchronized void arrive(Contribution c, RpcCallContext context) {
+        reached = true;
         if (failure != null) {
             context.sendFailure(failure);
             return;

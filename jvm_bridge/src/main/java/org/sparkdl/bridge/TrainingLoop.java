@@ -451,19 +451,23 @@ public final class TrainingLoop {
      *
      * <p>Only in driver-reduce mode once the local copies are in place; otherwise nothing runs (the caller uses
      * {@link #step}). The job stops early at an iteration whose loss or weights are not finite (not committed) or
-     * that lacked a local copy (not run; the next {@link #step} reruns it on the full data). If the job fails, every
-     * iteration it ran is undone and the exception is rethrown: the caller replays from the plan's start.
+     * that lacked a local copy (not run; the next {@link #step} reruns it on the full data). If the job fails the
+     * exception is rethrown and the weights are those of its last committed iteration (the caller replays from its
+     * snapshot, or stops at a diverged iteration with the last good weights) — unless no task ever reached the
+     * driver: then nothing ran, multi-iteration jobs are off for this loop, and the caller runs the iteration alone.
      *
      * @param plan int32 n, then per iteration int32 epoch | int32 iteration in epoch | int32 global iteration |
      *             int32 length | {@link UpdateProgram} bytes
-     * @return int32 iterations that ran | int32 1 if the job stopped at an iteration without a local copy, else 0 |
-     *         for each iteration that ran the 32 bytes {@link #step} returns (source 0)
+     * @return int32 iterations that ran | int32 flags: 1 the job stopped at an iteration without a local copy,
+     *         2 multi-iteration jobs are off for this loop (one failed before any task reached the driver: e.g. a
+     *         cluster that refuses barrier stages) | for each iteration that ran the 32 bytes {@link #step} returns
+     *         (source 0)
      */
     public byte[] run(byte[] plan) {
         ByteBuffer in = Frames.wrap(plan);
         int n = in.getInt();
-        if (!driverReduce || !localReady || n < 1 || !fanInFits()) {
-            return new byte[8];
+        if (!driverReduce || !localReady || n < 1 || inJobOff || !fanInFits()) {
+            return notRun(inJobOff);
         }
         int[][] counters = new int[n][3];
         UpdateProgram[] programs = new UpdateProgram[n];
@@ -484,18 +488,28 @@ public final class TrainingLoop {
         context.rendezvous = r.open();
         try {
             Jobs.collect(jsc, localBarrierGradients);
-        } catch (RuntimeException e) {
-            job.undo();
+        } catch (Exception e) {  // SparkException is a checked exception, which Scala's runJob throws undeclared
+            if (!r.reached()) {  // it never started: the caller runs this iteration alone, and the next ones too
+                inJobOff = true;
+                return notRun(true);
+            }
             throw e;
         } finally {
             context.rendezvous = null;
             r.close();
+            job.publish();
         }
         if (r.failure() != null) {
-            job.undo();
             throw new IllegalStateException("sparkdl: a multi-iteration job's rendezvous failed", r.failure());
         }
-        return job.finish();
+        return job.results();
+    }
+
+    /** Multi-iteration jobs are off for this loop ({@link #run}). */
+    private boolean inJobOff;
+
+    private static byte[] notRun(boolean off) {
+        return ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putInt(0).putInt(off ? 2 : 0).array();
     }
 
     /**
@@ -504,11 +518,12 @@ public final class TrainingLoop {
      * driver's fan-in bounded; a local master is exempt, its one executor being the driver; all of them within half
      * of Spark's RPC message limit), and the application has a task slot for every group task (fewer executors
      * than when the groups were made, or groups made for more slots than there are: Spark would refuse to launch
-     * the barrier stage).
+     * the barrier stage), and dynamic allocation is off (Spark runs no barrier stage with it).
      */
     private boolean fanInFits() {
         long bytes = (long) localRecords * (4L * bounds[1] + Frames.HEADER);
-        return (jsc.sc().isLocal() || localRecords <= FanIn.PER_EXECUTOR * FanIn.executors(jsc))
+        return !org.apache.spark.util.Utils.isDynamicAllocationEnabled(jsc.sc().conf())  // no barrier stages there
+                && (jsc.sc().isLocal() || localRecords <= FanIn.PER_EXECUTOR * FanIn.executors(jsc))
                 && bytes <= RpcUtils.maxMessageSizeBytes(jsc.sc().conf()) / 2
                 && localSource.getNumPartitions() <= jsc.sc().maxNumConcurrentTasks(
                         jsc.sc().resourceProfileManager().defaultResourceProfile());
@@ -518,9 +533,7 @@ public final class TrainingLoop {
     private final class InJob {
         private final int[][] counters;
         private final UpdateProgram[] programs;
-        private final ShardState startState = driverState;
         private final byte[][] startBytes = currentBytes;
-        private final float[] startBuffers = buffers;
         private final ByteBuffer results;
         private int ran;
         private boolean missed;
@@ -568,16 +581,16 @@ public final class TrainingLoop {
             return out;
         }
 
-        synchronized void undo() {
-            driverState = startState;
-            currentBytes = startBytes;
-            buffers = startBuffers;
+        /** The last committed iteration's weights become the next job's (also when this job failed later on: the
+         * caller then either replays from a snapshot, which replaces them, or stops at a diverged iteration, whose
+         * last good weights these are, as with one job per iteration). */
+        synchronized void publish() {
+            if (currentBytes != startBytes) {
+                TrainingLoop.this.publish(currentBytes);
+            }
         }
 
-        synchronized byte[] finish() {
-            if (currentBytes != startBytes) {
-                publish(currentBytes);
-            }
+        synchronized byte[] results() {
             results.putInt(0, ran).putInt(4, missed ? 1 : 0);
             return Arrays.copyOf(results.array(), 8 + 32 * ran);
         }
