@@ -360,6 +360,24 @@ def test_two_threads_per_task_split_rows_and_match_single_process(spark):
     assert not np.array_equal(dist.flat_parameters, ref.flat_parameters)  # the split ran: other float rounding
 
 
+def _two_threads_and_grouped_reference(data, make, x, y, batch_size, rtol, atol):
+    """Two epochs of ``make()`` with ``threads_per_task=2`` on ``data`` (2 partitions, unpersisted here) and of the
+    grouped single-process reference: equal losses and parameters to float rounding, not bitwise (the split ran).
+    Returns ``(distributed model, reference model)``."""
+    ref = make()
+    ref_losses = _grouped_reference(ref, nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), x, y, data.sizes,
+                                    batch_size, 2, seed=5)
+    dist = make()
+    trainer = DistributedTrainer(dist, nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), batch_size=batch_size,
+                                 end_trigger=MaxEpoch(2), seed=5, progress=False, threads_per_task=2)
+    summary = trainer.fit(data)
+    data.unpersist()
+    np.testing.assert_allclose(summary.loss, ref_losses, rtol=1e-5)
+    np.testing.assert_allclose(dist.flat_parameters, ref.flat_parameters, rtol=rtol, atol=atol)
+    assert not np.array_equal(dist.flat_parameters, ref.flat_parameters)  # the split ran: other float rounding
+    return dist, ref
+
+
 @pytest.mark.skipif(__import__("numba").config.NUMBA_NUM_THREADS < 2, reason="needs a numba pool of 2 threads")
 def test_two_threads_per_task_split_batchnorm_rows_and_match_single_process(spark):
     """A BatchNorm network splits its task's rows too (enough work per BatchNorm layer): the threads exchange the
@@ -377,18 +395,8 @@ def test_two_threads_per_task_split_batchnorm_rows_and_match_single_process(spar
     from sparkdl.step import sum_reduction
     from sparkdl.step.threads import _splits
     assert _splits(make(), sum_reduction(nn.CrossEntropyLoss()), x[:32], 2)  # 32 rows per task and iteration
-    ref = make()
-    ref_losses = _grouped_reference(ref, nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), x, y, data.sizes, 64,
-                                    2, seed=5)
-    dist = make()
-    trainer = DistributedTrainer(dist, nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), batch_size=64,
-                                 end_trigger=MaxEpoch(2), seed=5, progress=False, threads_per_task=2)
-    summary = trainer.fit(data)
-    data.unpersist()
-    np.testing.assert_allclose(summary.loss, ref_losses, rtol=1e-5)
-    np.testing.assert_allclose(dist.flat_parameters, ref.flat_parameters, rtol=1e-4, atol=1e-5)
+    dist, ref = _two_threads_and_grouped_reference(data, make, x, y, 64, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(dist.flat_buffers, ref.flat_buffers, rtol=1e-4, atol=1e-5)
-    assert not np.array_equal(dist.flat_parameters, ref.flat_parameters)  # the split ran: other float rounding
 
 
 @pytest.mark.skipif(__import__("numba").config.NUMBA_NUM_THREADS < 2, reason="needs a numba pool of 2 threads")
@@ -401,14 +409,4 @@ def test_two_threads_per_task_split_dropout_rows_and_match_single_process(spark)
 
     def make():
         return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 3)).initialize(1)
-    ref = make()
-    ref_losses = _grouped_reference(ref, nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), x, y, data.sizes, 100,
-                                    2, seed=5)
-    dist = make()
-    trainer = DistributedTrainer(dist, nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), batch_size=100,
-                                 end_trigger=MaxEpoch(2), seed=5, progress=False, threads_per_task=2)
-    summary = trainer.fit(data)
-    data.unpersist()
-    np.testing.assert_allclose(summary.loss, ref_losses, rtol=1e-5)
-    np.testing.assert_allclose(dist.flat_parameters, ref.flat_parameters, rtol=1e-5, atol=1e-6)
-    assert not np.array_equal(dist.flat_parameters, ref.flat_parameters)  # the split ran: other float rounding
+    _two_threads_and_grouped_reference(data, make, x, y, 100, rtol=1e-5, atol=1e-6)

@@ -306,6 +306,8 @@ class JvmAllReduce:
         self.step_count = 0
         #: Whether :meth:`run` may still run several iterations per job (off after one such job failed to start).
         self.several_per_job = self.driver_reduce
+        #: Whether the last :meth:`run` was refused for now (a task slot short for a group task, fan-in bounds).
+        self.refused = False
 
     def set_weights(self, parameters: np.ndarray, buffers: np.ndarray) -> None:
         self.loop.set_weights(np.concatenate([parameters, buffers], dtype="<f4"), parameters.size)
@@ -352,7 +354,7 @@ class JvmAllReduce:
             parts.append(struct.pack("<iiii", epoch, iteration, global_iteration, len(program)) + program)
         out = self.loop.run(b"".join(parts))
         ran, flags = struct.unpack_from("<ii", out)
-        missed = flags & 1
+        missed, self.refused = bool(flags & 1), bool(flags & 4)
         if flags & 2 and self.several_per_job:
             self.several_per_job = False
             log.warning("sparkdl: a job of several iterations could not start on this cluster (see the Spark log); "
@@ -362,7 +364,7 @@ class JvmAllReduce:
             status, _, loss_sum, norm_sum, samples = _STEP.unpack_from(out, 8 + _STEP.size * j)
             self.step_count += status == _OK
             results.append((status == _OK, loss_sum, norm_sum, samples))
-        return results, bool(missed)
+        return results, missed
 
     def invalidate_local_copies(self) -> None:
         self.loop.invalidate_local_copies()

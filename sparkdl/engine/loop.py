@@ -180,8 +180,8 @@ class DriverLoop(Recovery, ShardStates):
         """The iterations the next Spark job may run, ``(epoch, iteration in epoch, global iteration, lr)`` each
         (see ``iterations_per_job``): up to the first after which a trigger fires or a snapshot is due, found by
         evaluating the triggers on the counters those iterations will reach. Empty when a job must run one
-        iteration: no JVM driver reduce, a trigger that may read the loss, a schedule with state, or the replay of
-        a failed multi-iteration job."""
+        iteration: no JVM driver reduce, a trigger that may read the loss, a schedule with state, the replay of
+        a failed multi-iteration job, or a snapshot interval after the JVM refused one."""
         opts = self.options
         limit = opts.iterations_per_job or max(1, int(JOB_SECONDS / self._seconds_per_iteration))
         triggers = [opts.end_trigger] + ([opts.validation_trigger] if val is not None else []) \
@@ -217,6 +217,8 @@ class DriverLoop(Recovery, ShardStates):
             log.info("sparkdl: iteration %d reran on the full partitions (no executor-local copy yet)",
                      plan[len(results)][2] + 1)
         if not results:
+            if self._jvm.refused:  # no slot for every task, fan-in bounds: ask again after a snapshot interval
+                self._one_job_each_until = self.state.iteration + self.options.snapshot_interval
             return False
         seconds = (time.perf_counter() - t0) / len(results)
         self._model_stale = True

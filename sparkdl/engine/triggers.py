@@ -121,7 +121,7 @@ class SeveralIteration(Trigger):
         return state.iteration > 0 and state.iteration % self.interval == 0
 
 
-class _Any(Trigger):
+class _Combined(Trigger):
     def __init__(self, *triggers):
         self.triggers = triggers
 
@@ -129,17 +129,12 @@ class _Any(Trigger):
     def predictable(self):
         return all(t.predictable for t in self.triggers)
 
+
+class _Any(_Combined):
     def __call__(self, state):
         return any(t(state) for t in self.triggers)
 
 
-class _All(Trigger):
-    def __init__(self, *triggers):
-        self.triggers = triggers
-
-    @property
-    def predictable(self):
-        return all(t.predictable for t in self.triggers)
-
+class _All(_Combined):
     def __call__(self, state):
         return all(t(state) for t in self.triggers)

@@ -460,14 +460,17 @@ public final class TrainingLoop {
      *             int32 length | {@link UpdateProgram} bytes
      * @return int32 iterations that ran | int32 flags: 1 the job stopped at an iteration without a local copy,
      *         2 multi-iteration jobs are off for this loop (one failed before any task reached the driver: e.g. a
-     *         cluster that refuses barrier stages) | for each iteration that ran the 32 bytes {@link #step} returns
-     *         (source 0)
+     *         cluster that refuses barrier stages), 4 not possible now ({@link #fanInFits}) | for each iteration
+     *         that ran the 32 bytes {@link #step} returns (source 0)
      */
     public byte[] run(byte[] plan) {
         ByteBuffer in = Frames.wrap(plan);
         int n = in.getInt();
-        if (!driverReduce || !localReady || n < 1 || inJobOff || !fanInFits()) {
-            return notRun(inJobOff);
+        if (!driverReduce || !localReady || n < 1 || inJobOff) {
+            return notRun(inJobOff ? OFF : 0);
+        }
+        if (!fanInFits()) {
+            return notRun(REFUSED);
         }
         int[][] counters = new int[n][3];
         UpdateProgram[] programs = new UpdateProgram[n];
@@ -491,7 +494,7 @@ public final class TrainingLoop {
         } catch (Exception e) {  // SparkException is a checked exception, which Scala's runJob throws undeclared
             if (!r.reached()) {  // it never started: the caller runs this iteration alone, and the next ones too
                 inJobOff = true;
-                return notRun(true);
+                return notRun(OFF);
             }
             throw e;
         } finally {
@@ -508,8 +511,12 @@ public final class TrainingLoop {
     /** Multi-iteration jobs are off for this loop ({@link #run}). */
     private boolean inJobOff;
 
-    private static byte[] notRun(boolean off) {
-        return ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putInt(0).putInt(off ? 2 : 0).array();
+    /** {@link #run}'s flags when nothing ran: off for this loop, or not possible now (see {@link #fanInFits}). */
+    private static final int OFF = 2;
+    private static final int REFUSED = 4;
+
+    private static byte[] notRun(int flags) {
+        return ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putInt(0).putInt(flags).array();
     }
 
     /**
