@@ -189,13 +189,17 @@ def test_from_numpy_summaries_match_the_cached_partitions(spark, rows, width, pa
     data.unpersist()
 
 
-def test_from_numpy_on_a_local_master_reads_files_removed_with_the_rdd(spark):
+def test_from_numpy_on_a_local_master_reads_files_removed_with_the_rdd(spark, monkeypatch):
     import gc
-    import glob
-    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "sparkdl-data-*")))
+
+    from sparkdl.engine import data as data_module
+    made, mkdtemp = [], tempfile.mkdtemp  # this call's directory (another test process may make its own meanwhile)
+    monkeypatch.setattr(data_module.tempfile, "mkdtemp", lambda **kw: made.append(mkdtemp(**kw)) or made[-1])
     x, y = _data(n=30)
     data = DataBlocks.from_numpy(spark.sparkContext, x, y, 3)
-    (directory,) = set(glob.glob(os.path.join(tempfile.gettempdir(), "sparkdl-data-*"))) - before
+    monkeypatch.undo()
+    (directory,) = made
+    assert os.path.basename(directory).startswith("sparkdl-data-")
     assert sorted(os.listdir(directory)) == [f"{a}-{p}.npy" for a in "xy" for p in range(3)]
     assert not data.rdd.isCheckpointed()
     blocks = data.rdd.collect()
