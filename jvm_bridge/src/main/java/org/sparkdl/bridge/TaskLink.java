@@ -65,6 +65,8 @@ final class TaskLink implements Runnable {
         server.bind(UnixDomainSocketAddress.of(socket));
     }
 
+    private static final int SEND_BUFFER = 4 << 20;
+
     /** Longest socket path used (Linux's limit is 107 bytes). */
     private static final int MAX_PATH = 100;
 
@@ -103,6 +105,9 @@ final class TaskLink implements Runnable {
     @Override
     public void run() {
         try (SocketChannel ch = server.accept()) {
+            // the weights go out in one write rather than waiting for Python to read each part (capped by the
+            // kernel at net.core.wmem_max), as the task's records come in (task_link.py)
+            ch.setOption(java.net.StandardSocketOptions.SO_SNDBUF, SEND_BUFFER);
             DataInputStream in = new DataInputStream(new BufferedInputStream(Channels.newInputStream(ch), 1 << 16));
             DataOutputStream out =
                     new DataOutputStream(new BufferedOutputStream(Channels.newOutputStream(ch), 1 << 16));
