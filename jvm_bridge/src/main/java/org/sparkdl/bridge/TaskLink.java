@@ -1,9 +1,7 @@
 package org.sparkdl.bridge;
 
 import java.io.BufferedInputStream;
-import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
-import java.io.DataOutputStream;
 import java.io.EOFException;
 import java.io.IOException;
 import java.net.StandardProtocolFamily;
@@ -109,8 +107,6 @@ final class TaskLink implements Runnable {
             // kernel at net.core.wmem_max), as the task's records come in (task_link.py)
             ch.setOption(java.net.StandardSocketOptions.SO_SNDBUF, SEND_BUFFER);
             DataInputStream in = new DataInputStream(new BufferedInputStream(Channels.newInputStream(ch), 1 << 16));
-            DataOutputStream out =
-                    new DataOutputStream(new BufferedOutputStream(Channels.newOutputStream(ch), 1 << 16));
             SparkEnv env = SparkEnv.get();
             RpcEndpointRef ref = RpcUtils.makeDriverRef(endpoint, env.conf(), env.rpcEnv());
             RpcTimeout wait = new RpcTimeout(new FiniteDuration(365, TimeUnit.DAYS), "sparkdl.rendezvous");
@@ -128,7 +124,7 @@ final class TaskLink implements Runnable {
                 } catch (RuntimeException e) {
                     reply = failed(e);
                 }
-                writeFrames(out, reply);
+                writeFrames(ch, reply);
                 if (Frames.wrap(reply[0]).getInt(0) != CONTINUE) {
                     return;
                 }
@@ -159,13 +155,25 @@ final class TaskLink implements Runnable {
         return out;
     }
 
-    static void writeFrames(DataOutputStream out, byte[][] frames) throws IOException {
-        out.writeInt(Integer.reverseBytes(frames.length));
-        for (byte[] f : frames) {
-            out.writeInt(Integer.reverseBytes(f.length));
-            out.write(f);
+    /** The frames in one gathering write (the Python side wakes once per reply, not once per part). */
+    static void writeFrames(SocketChannel ch, byte[][] frames) throws IOException {
+        ByteBuffer[] parts = new ByteBuffer[2 * frames.length + 1];
+        parts[0] = littleEndianInt(frames.length);
+        for (int i = 0; i < frames.length; i++) {
+            parts[2 * i + 1] = littleEndianInt(frames[i].length);
+            parts[2 * i + 2] = ByteBuffer.wrap(frames[i]);
         }
-        out.flush();
+        long left = 4L * (frames.length + 1);
+        for (byte[] f : frames) {
+            left += f.length;
+        }
+        while (left > 0) {
+            left -= ch.write(parts);
+        }
+    }
+
+    private static ByteBuffer littleEndianInt(int v) {
+        return ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN).putInt(0, v);
     }
 
     private synchronized void close() {
