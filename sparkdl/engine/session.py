@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 
 from pyspark import SparkConf
@@ -54,14 +53,7 @@ RECOMMENDED_CONF = {
 #: compute the gradients: C1 only made those epochs 15% faster (bench/RESULTS.md). It also makes JVM-heavy
 #: work slower — Spark's Arrow conversion of ``array<float>`` columns ran at half speed —, so sessions that
 #: also transform or query keep the default JIT.
-#: Its collector is the throughput one (``-XX:+UseParallelGC``) instead of G1: with several iterations per job the
-#: driver sums and updates the weights between iterations while the workers wait, and G1's concurrent marking
-#: took ~10% of a core through training (LeNet-5 on MNIST, batch 128, `local[2]`: 8 of 9 interleaved epochs faster,
-#: by 5-15%). The collector is left out when one is chosen already (in ``spark-defaults.conf`` or
-#: ``JAVA_TOOL_OPTIONS``, ``JDK_JAVA_OPTIONS``, ``_JAVA_OPTIONS``): a JVM given two does not start.
-LOCAL_TRAINING_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"}
-_COLLECTOR = re.compile(r"-XX:\+Use\w*GC\b")
-_JAVA_OPTION_VARIABLES = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")
+LOCAL_TRAINING_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
 
 
 #: Added for a new session on a local master whose Python workers run this interpreter (``PYSPARK_PYTHON``
@@ -124,6 +116,8 @@ def _defaults_file() -> dict:
     ``=``, ``:`` or whitespace, then the value; ``#`` and ``!`` start comments.
 
     Settings given to the builder replace the file's values, so a key sparkdl adds to must be merged by hand."""
+    import re
+
     from pyspark.find_spark_home import _find_spark_home
     conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(_find_spark_home(), "conf")
     out = {}
@@ -152,9 +146,6 @@ def _settings(master: str | None, conf: dict | None, training: bool) -> dict:
     if training and local and not submitted:
         defaults = _defaults_file()
         for key, value in LOCAL_TRAINING_CONF.items():  # appended to a spark-defaults.conf value, not replacing it
-            if any(_COLLECTOR.search(v or "") for v in [defaults.get(key)] + [os.environ.get(e)
-                                                                            for e in _JAVA_OPTION_VARIABLES]):
-                value = " ".join(_COLLECTOR.sub("", value).split())
             settings[key] = " ".join(v for v in (defaults.get(key), value) if v)
     if _workers_run_this_python(master) and not any(k in (conf or {}) for k in _WORKER_PYTHON_KEYS) \
             and "spark.python.daemon.module" not in (conf or {}) and _workers_find_this_sparkdl():
