@@ -175,7 +175,7 @@ def shuffle_parts(sc, repeats: int) -> dict:
 def train_iterations(sc, parameters: int, partitions: int, iterations: int, warmup: int, batch_size: int = 64,
                      rows: int = 2048) -> dict:
     """Train :func:`mlp` (``parameters``) with SGD + momentum on ``partitions`` partitions for ``warmup +
-    iterations`` iterations (the engine's own reduce choice); the median seconds of the last ``iterations``, the
+    iterations`` iterations, one Spark job each (the engine's own reduce choice); the median seconds of the last ``iterations``, the
     reduce the engine ran, the driver JVM's milliseconds per iteration over them and the bytes of task results that
     reached the driver per iteration (Spark's task metrics)."""
     from sparkdl import nn
@@ -187,8 +187,10 @@ def train_iterations(sc, parameters: int, partitions: int, iterations: int, warm
     y = rng.integers(0, 10, rows)
     data = DataBlocks.from_numpy(sc, x, y, partitions)
     model = mlp(parameters)
+    # One Spark job per iteration, the regime the cost model prices (several iterations per job apply to one-block
+    # models on at most 2 tasks per executor only, and this hook times single-iteration steps)
     trainer = DistributedTrainer(model, nn.CrossEntropyLoss(), SGD(lr=0.01, momentum=0.9), batch_size=batch_size,
-                                 end_trigger=MaxIteration(warmup + iterations), progress=False)
+                                 end_trigger=MaxIteration(warmup + iterations), progress=False, iterations_per_job=1)
     seen = {}
     step = trainer._step
 
