@@ -96,9 +96,13 @@ final class BlockReducer implements FlatMapFunction2<Iterator<Tuple2<Integer, by
             throw new IllegalStateException("sparkdl bridge: shard " + k + " has " + arrays.length
                     + " state arrays, the optimizer needs " + program.numStateArrays());
         }
-        program.apply(k, p, g, arrays);
         ShardState state = new ShardState(k, old.step + 1, arrays);
-        state.finite = Frames.allFinite(p);
+        float scale = program.scale(k, g);
+        DriverSplit.Range update = (from, to) -> {
+            program.apply(k, p, g, arrays, from, to, scale);
+            return Frames.allFinite(p, from, to);
+        };
+        state.finite = localWeights != null ? DriverSplit.all(n, update) : update.run(0, n);
         byte[] shard = Frames.bytes(p);
         if (next != null) {
             next.putShard(k, shard);

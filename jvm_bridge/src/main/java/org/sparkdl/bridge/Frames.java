@@ -218,11 +218,16 @@ final class Frames {
 
     /** Whether every one of {@code values} is finite. */
     static boolean allFinite(float[] values) {
+        return allFinite(values, 0, values.length);
+    }
+
+    /** Whether {@code values[from, to)} are all finite. */
+    static boolean allFinite(float[] values, int from, int to) {
         // v - v is +0 for a finite v and NaN otherwise, and a NaN stays in the sum: one add per value, where
         // Float.isFinite cost the C1 compiler of the training JVM a call per value (0.33 ms for 61,706 values)
         float zero = 0f;
-        for (float v : values) {
-            zero += v - v;
+        for (int i = from; i < to; i++) {
+            zero += values[i] - values[i];
         }
         return zero == 0f;
     }

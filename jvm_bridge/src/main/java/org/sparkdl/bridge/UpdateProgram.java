@@ -90,11 +90,22 @@ final class UpdateProgram implements Serializable {
 
     /** Apply the update of block {@code k} to {@code p} in place, given the mean gradient {@code g}. */
     void apply(int k, float[] p, float[] g, float[][] state) {
-        float scale = clipNorm == 0.0 ? gscale : GradientNorm.clipScale(g, segLo[k], segHi[k], clipNorm);
+        apply(k, p, g, state, 0, p.length, scale(k, g));
+    }
+
+    /** The factor the gradient of block {@code k} is scaled by: {@code gscale}, or the clip-norm factor of the
+     * whole mean gradient {@code g}. */
+    float scale(int k, float[] g) {
+        return clipNorm == 0.0 ? gscale : GradientNorm.clipScale(g, segLo[k], segHi[k], clipNorm);
+    }
+
+    /** The update of elements {@code [from, to)} of block {@code k} only, with the block's {@link #scale}: each
+     * element's arithmetic depends on nothing else, so ranges may run on different threads. */
+    void apply(int k, float[] p, float[] g, float[][] state, int from, int to, float scale) {
         if (optimizer == SGD) {
-            sgd(k, p, g, state.length > 0 ? state[0] : null, scale);
+            sgd(k, p, g, state.length > 0 ? state[0] : null, scale, from, to);
         } else if (optimizer == ADAM) {
-            adam(k, p, g, state[0], state[1], amsgrad ? state[2] : null, scale);
+            adam(k, p, g, state[0], state[1], amsgrad ? state[2] : null, scale, from, to);
         } else {
             throw new IllegalArgumentException("sparkdl bridge: unknown optimizer code " + optimizer);
         }
@@ -105,7 +116,7 @@ final class UpdateProgram implements Serializable {
     // arithmetic is unchanged, operation for operation.
 
     /** sparkdl/optim/sgd.py {@code _sgd_kernel}. */
-    private void sgd(int k, float[] p, float[] g, float[] buf, float scale) {
+    private void sgd(int k, float[] p, float[] g, float[] buf, float scale, int from, int to) {
         final float clip = gclip;
         final float mom = momentum;
         final float keep = oneMinusDampening;
@@ -116,7 +127,7 @@ final class UpdateProgram implements Serializable {
             final float negLr = segA[k][s];
             final float wd = segWd[k][s];
             final boolean decay = wd != 0f;
-            for (int i = segLo[k][s], hi = segHi[k][s]; i < hi; i++) {
+            for (int i = Math.max(from, segLo[k][s]), hi = Math.min(to, segHi[k][s]); i < hi; i++) {
                 float gi = g[i];
                 float d = (gi > clip ? clip : gi < -clip ? -clip : gi) * scale;
                 float pi = p[i];
@@ -134,7 +145,8 @@ final class UpdateProgram implements Serializable {
     }
 
     /** sparkdl/optim/adam.py {@code _adam_kernel} (Adam, AdamW, AMSGrad). */
-    private void adam(int k, float[] p, float[] g, float[] m, float[] v, float[] vmax, float scale) {
+    private void adam(int k, float[] p, float[] g, float[] m, float[] v, float[] vmax, float scale, int from,
+                      int to) {
         final float clip = gclip;
         final float a1 = w1;
         final float keep1 = oneMinusW1;
@@ -150,7 +162,7 @@ final class UpdateProgram implements Serializable {
             final float wd = segWd[k][s];
             final float decay = segDecay[k][s];
             final boolean coupled = !decoupledDecay && wd != 0f;
-            for (int i = segLo[k][s], hi = segHi[k][s]; i < hi; i++) {
+            for (int i = Math.max(from, segLo[k][s]), hi = Math.min(to, segHi[k][s]); i < hi; i++) {
                 float gi = g[i];
                 float d = (gi > clip ? clip : gi < -clip ? -clip : gi) * scale;
                 float pi = p[i];
