@@ -127,6 +127,27 @@ def test_clip_norm_bitwise(spark, groups, driver, monkeypatch):
     data.unpersist()
 
 
+@pytest.mark.parametrize("name", ["sgd_momentum_dampening_wd", "adam_wd_amsgrad", "adamw_clip_value"])
+def test_driver_update_split_over_two_threads_is_bitwise_the_python_reduce(spark, name):
+    """A one-block model of 81k parameters: the driver updates the two halves of its block on two threads
+    (jvm_bridge DriverSplit, from 32,768 elements), in jobs of one and of several iterations."""
+    rng = np.random.default_rng(4)
+    x, y = rng.standard_normal((96, 200)).astype(np.float32), rng.integers(0, 3, 96)
+    data = DataBlocks.from_numpy(spark.sparkContext, x, y, 2)
+
+    def run(jvm, **kw):
+        model = nn.Sequential(nn.Linear(200, 400), nn.ReLU(), nn.Linear(400, 3)).initialize(2)
+        trainer = DistributedTrainer(model, nn.CrossEntropyLoss(), OPTIMIZERS[name](), batch_size=16,
+                                     end_trigger=MaxEpoch(2), seed=5, progress=False, jvm_reduce=jvm, **kw)
+        return trainer.fit(data), model
+    (py, py_model), (jv, jvm_model), (one, one_model) = run(False), run(True), run(True, iterations_per_job=1)
+    assert jvm_model.num_parameters() >= 2 * 32768
+    for summary, model in ((jv, jvm_model), (one, one_model)):
+        np.testing.assert_array_equal(summary.loss, py.loss)
+        np.testing.assert_array_equal(model.flat_parameters, py_model.flat_parameters)
+    data.unpersist()
+
+
 @pytest.mark.parametrize("blocks, driver", [(1, True), (1, False), (3, False)],
                          ids=["driver_reduce", "executor_reduce", "three_blocks"])
 def test_fp16_records_bitwise_equal_to_python_reduce(data, blocks, driver, monkeypatch):
