@@ -202,7 +202,6 @@ def test_from_numpy_on_a_local_master_reads_files_removed_with_the_rdd(spark, mo
     assert os.path.basename(directory).startswith("sparkdl-data-")
     assert sorted(os.listdir(directory)) == [f"{a}-{p}.npy" for a in "xy" for p in range(3)]
     assert not data.rdd.isCheckpointed()
-    assert not data.rdd.is_cached  # the files are the cache: no copy in Spark's block store
     blocks = data.rdd.collect()
     np.testing.assert_array_equal(np.concatenate([b[0] for b in blocks]), x.astype(np.float32))
     np.testing.assert_array_equal(np.concatenate([b[1] for b in blocks]), y)

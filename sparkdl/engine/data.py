@@ -209,11 +209,9 @@ class DataBlocks(PartitionedData):
         ``sc.defaultParallelism``) and cache them.
 
         So that training tasks do not carry the arrays: with a local master (``local[*]``, ``local-cluster``)
-        the driver writes each partition's block to a temporary ``.npy`` file that the executors read when a job
-        needs the partition (removed when the RDD is garbage collected or at exit; these files are the cache, so
-        ``storage_level`` does not apply and Spark's block store holds no copy); on a cluster the RDD is cached
-        at ``storage_level`` and checkpointed once (to ``sc.getCheckpointDir()``); see the README's cluster
-        section.
+        the driver writes each partition's block to a temporary ``.npy`` file that the executors read (removed
+        when the RDD is garbage collected or at exit); on a cluster the cached RDD is also checkpointed once
+        (to ``sc.getCheckpointDir()``); see the README's cluster section.
 
         Raises
         ------
@@ -242,11 +240,10 @@ class DataBlocks(PartitionedData):
         summaries = [_summarize(p, (x[a:b].astype(np.float32, copy=False), y[a:b]))
                      for p, (a, b) in enumerate(zip(rows[:-1], rows[1:]))]
         _raise_problems(summaries)
-        if sc.master.startswith("local"):
-            # Executors on this machine read their blocks from the driver's files whenever a job needs them: the
-            # files are the cache (memory-mapped, in the page cache), so nothing is copied into the JVM's block
-            # store (pickling MNIST's 188 MB there took ~1 s) and nothing needs recomputing
-            return cls(_local_blocks(sc, x, y, rows), summaries)
+        if sc.master.startswith("local"):  # executors on this machine: they read the blocks from local files
+            blocks = _local_blocks(sc, x, y, rows).persist(storage_level)
+            count_on_jvm(blocks)  # caches every partition without reading it back in Python
+            return cls(blocks, summaries)
         chunks = [(x[bounds[i]:bounds[i + 1]], y[bounds[i]:bounds[i + 1]]) for i in range(n * pieces)]
         blocks = _normalized(sc.parallelize(chunks, n)).persist(storage_level)
         _checkpoint_driver_data(blocks)
