@@ -89,11 +89,7 @@ def train(sc, x, y, partitions: int, iterations: int, batch_size: int, local_dat
     from sparkdl.optim import SGD
     level = StorageLevel.DISK_ONLY if disk_only else StorageLevel.MEMORY_AND_DISK
     t = time.perf_counter()
-    # Blocks cached in Spark, as data read from a cluster's storage are (from_numpy on a local master would read its
-    # own temporary files instead, holding nothing in Spark's storage memory)
-    bounds = np.linspace(0, len(x), partitions + 1).round().astype(int)
-    blocks = [(x[a:b], y[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
-    data = DataBlocks.from_blocks(sc.parallelize(blocks, partitions), storage_level=level)
+    data = DataBlocks.from_numpy(sc, x, y, partitions, storage_level=level)
     load_s = time.perf_counter() - t
     where = cached_bytes(sc, data.rdd)
     model = nn.Sequential(nn.Linear(x.shape[1], 16), nn.ReLU(), nn.Linear(16, 4)).initialize(7)

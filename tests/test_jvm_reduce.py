@@ -257,8 +257,7 @@ def test_cache_broadcasts_and_lineage_stay_bounded(spark, driver, monkeypatch):
     x, y = _data(n=40)
     sc = spark.sparkContext
     before = persistent_rdd_count(sc)
-    data = DataBlocks.from_samples(sc.parallelize(list(zip(x, y)), 2))  # cached in Spark (from_numpy's local
-    # files are not)
+    data = DataBlocks.from_numpy(sc, x, y, 2)
     trainer = DistributedTrainer(_model(), nn.CrossEntropyLoss(), SGD(lr=0.1, momentum=0.9), batch_size=8,
                                  end_trigger=MaxIteration(12), progress=False, jvm_reduce=True)
     seen = []
