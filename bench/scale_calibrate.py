@@ -175,9 +175,9 @@ def shuffle_parts(sc, repeats: int) -> dict:
 def train_iterations(sc, parameters: int, partitions: int, iterations: int, warmup: int, batch_size: int = 64,
                      rows: int = 2048) -> dict:
     """Train :func:`mlp` (``parameters``) with SGD + momentum on ``partitions`` partitions for ``warmup +
-    iterations`` iterations, one Spark job each (the engine's own reduce choice); the median seconds of the last ``iterations``, the
-    reduce the engine ran, the driver JVM's milliseconds per iteration over them and the bytes of task results that
-    reached the driver per iteration (Spark's task metrics)."""
+    iterations`` iterations, one Spark job each (the engine's own reduce choice); the median seconds of the last
+    ``iterations``, the reduce the engine ran, the driver JVM's milliseconds per iteration over them and the bytes
+    of task results that reached the driver per iteration (Spark's task metrics)."""
     from sparkdl import nn
     from sparkdl.engine import DataBlocks, DistributedTrainer, MaxIteration
     from sparkdl.jvm import start_profiler, stop_profiler

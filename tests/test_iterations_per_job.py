@@ -211,3 +211,29 @@ def test_predictable_triggers():
 def test_iterations_per_job_is_validated(bad):
     with pytest.raises(ValueError, match=r"iterations_per_job must be None or an int >= 1, got"):
         TrainerOptions(batch_size=4, iterations_per_job=bad)
+
+
+def test_link_sends_every_part_in_order_through_partial_sends():
+    """task_link._send_all over a small socket buffer (partial sendmsg calls) and more parts than one call takes."""
+    import socket
+    import threading
+
+    from sparkdl.engine.task_link import _MAX_PARTS, _send_all
+    rng = np.random.default_rng(0)
+    parts = [rng.integers(0, 256, int(n), dtype=np.uint8).tobytes() for n in rng.integers(0, 3000, 3 * _MAX_PARTS)]
+    parts[5] = memoryview(np.arange(1000, dtype=np.float32))  # a buffer of 4-byte items is sent as its bytes
+    expected = b"".join(bytes(p) for p in parts)
+    a, b = socket.socketpair()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    received = bytearray()
+
+    def read():
+        while len(received) < len(expected):
+            received.extend(b.recv(1 << 16))
+    reader = threading.Thread(target=read)
+    reader.start()
+    _send_all(a, parts)
+    reader.join(timeout=30)
+    a.close()
+    b.close()
+    assert bytes(received) == expected

@@ -22,6 +22,8 @@ _INT = struct.Struct("<i")
 _REPLY = struct.Struct("<iiii")
 _CONTINUE, _STOP, _FAILED = 0, 1, 2
 _SEND_BUFFER = 4 << 20
+#: Buffers per ``sendmsg`` (Linux takes at most IOV_MAX = 1024).
+_MAX_PARTS = 512
 
 
 def link_path(header: bytes, end: int) -> str | None:
@@ -70,7 +72,7 @@ def _send_all(sock, parts: list) -> None:
     its buffer has room, which wakes the executor's reader once per iteration instead of once per part."""
     views = [memoryview(p).cast("B") for p in parts]
     while views:
-        sent = sock.sendmsg(views)
+        sent = sock.sendmsg(views[:_MAX_PARTS])
         while views and sent >= len(views[0]):
             sent -= len(views[0])
             views.pop(0)

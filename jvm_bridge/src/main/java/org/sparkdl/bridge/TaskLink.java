@@ -63,6 +63,7 @@ final class TaskLink implements Runnable {
         server.bind(UnixDomainSocketAddress.of(socket));
     }
 
+    /** Socket send buffer asked for: room for a reply's weights (the kernel caps it at net.core.wmem_max). */
     private static final int SEND_BUFFER = 4 << 20;
 
     /** Longest socket path used (Linux's limit is 107 bytes). */
@@ -103,8 +104,8 @@ final class TaskLink implements Runnable {
     @Override
     public void run() {
         try (SocketChannel ch = server.accept()) {
-            // the weights go out in one write rather than waiting for Python to read each part (capped by the
-            // kernel at net.core.wmem_max), as the task's records come in (task_link.py)
+            // the weights go out in one write rather than waiting for Python to read each part, as the task's
+            // records come in (task_link.py)
             ch.setOption(java.net.StandardSocketOptions.SO_SNDBUF, SEND_BUFFER);
             DataInputStream in = new DataInputStream(new BufferedInputStream(Channels.newInputStream(ch), 1 << 16));
             SparkEnv env = SparkEnv.get();
