@@ -216,11 +216,6 @@ final class Frames {
         return out.isEmpty() ? new byte[][] {new byte[0]} : out.toArray(new byte[0][]);
     }
 
-    /** Whether every one of {@code values} is finite. */
-    static boolean allFinite(float[] values) {
-        return allFinite(values, 0, values.length);
-    }
-
     /** Whether {@code values[from, to)} are all finite. */
     static boolean allFinite(float[] values, int from, int to) {
         // v - v is +0 for a finite v and NaN otherwise, and a NaN stays in the sum: one add per value, where

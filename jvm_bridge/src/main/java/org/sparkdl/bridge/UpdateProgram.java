@@ -88,19 +88,15 @@ final class UpdateProgram implements Serializable {
         return amsgrad ? 3 : 2;
     }
 
-    /** Apply the update of block {@code k} to {@code p} in place, given the mean gradient {@code g}. */
-    void apply(int k, float[] p, float[] g, float[][] state) {
-        apply(k, p, g, state, 0, p.length, scale(k, g));
-    }
-
     /** The factor the gradient of block {@code k} is scaled by: {@code gscale}, or the clip-norm factor of the
      * whole mean gradient {@code g}. */
     float scale(int k, float[] g) {
         return clipNorm == 0.0 ? gscale : GradientNorm.clipScale(g, segLo[k], segHi[k], clipNorm);
     }
 
-    /** The update of elements {@code [from, to)} of block {@code k} only, with the block's {@link #scale}: each
-     * element's arithmetic depends on nothing else, so ranges may run on different threads. */
+    /** Apply the update of elements {@code [from, to)} of block {@code k} to {@code p} in place, given the mean
+     * gradient {@code g} and the block's {@link #scale}: each element's arithmetic depends on nothing else, so
+     * ranges may run on different threads. */
     void apply(int k, float[] p, float[] g, float[][] state, int from, int to, float scale) {
         if (optimizer == SGD) {
             sgd(k, p, g, state.length > 0 ? state[0] : null, scale, from, to);
