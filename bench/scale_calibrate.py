@@ -1,10 +1,13 @@
 """The measurements behind ``bench/scale_model.py --calibrate``: one small Spark job (or in-process timing) per
-part of the cost model (:class:`scale_cost.Calibration`), each isolated by a difference of two jobs or a line
-fit over a few sizes. Also the engine runs both ``--calibrate`` and ``--validate`` use: an MLP of a given
-parameter count trained for a few iterations, with the driver JVM's timings of each iteration.
+part of the cost model (:class:`scale_cost.Calibration`) that such jobs isolate, each by a difference of two jobs
+or a line fit over a few sizes; the transfers fitted jointly on engine runs (:func:`transfer_fit`). Also the engine
+runs both ``--calibrate`` and ``--validate`` use: an MLP of a given parameter count trained for a few iterations,
+with the driver JVM's timings of each iteration.
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 import platform
 import sys
@@ -18,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine import median_ms  # noqa: E402  (bench/engine.py)
 from scale_cost import Calibration  # noqa: E402
 
-__all__ = ["calibrate", "driver_task_part", "mlp", "reduce_parts", "train_iterations", "warm_up",
+__all__ = ["calibrate", "driver_task_part", "mlp", "reduce_parts", "transfer_fit", "train_iterations", "warm_up",
            "FEATURES"]
 
 #: Input features of the MLPs (``FEATURES -> hidden -> 10``); the hidden width sets the parameter count.
@@ -119,12 +122,8 @@ def compute_parts(repeats: int, parameters: int = 1_000_000) -> dict:
 
 
 def io_parts(sc, repeats: int, size: int = 32 << 20) -> dict:
-    """``python_io_bps`` (tasks writing ``size`` bytes each to their JVM, counted there), ``weights_in_bps`` (tasks
-    reading ``size`` bytes each that their JVM holds: a cached RDD of those records drained by Python, as gradient
-    tasks read the weights' frames) and ``gather_bps`` (the records collected to the driver)."""
-    from pyspark import RDD
-    from pyspark.serializers import NoOpSerializer
-
+    """``python_io_bps`` (tasks writing ``size`` bytes each to their JVM, counted there) and ``gather_bps`` (the
+    records collected to the driver)."""
     from sparkdl.jvm import count_on_jvm
     slots = sc.defaultParallelism
     src = sc.parallelize(range(slots), slots)
@@ -132,44 +131,45 @@ def io_parts(sc, repeats: int, size: int = 32 << 20) -> dict:
     lengths = emitted.map(len)
     python_io = size / max(_median_s(lambda: count_on_jvm(emitted), repeats) -
                            _median_s(lambda: count_on_jvm(empty), repeats), 1e-4)
-    held = src.mapPartitions(lambda it: _emit(size, it)).cache()  # not ``emitted``: it must stay uncached
-    held_empty = src.map(lambda i: b"").cache()
-    count_on_jvm(held), count_on_jvm(held_empty)
-
-    def raw(rdd):  # the held records as the bytes they are (no unpickling), as the weights' frames are read
-        return RDD(rdd._jrdd, sc, NoOpSerializer()).mapPartitions(_drain)
-    weights_in = size / max(_median_s(lambda: count_on_jvm(raw(held)), repeats) -
-                            _median_s(lambda: count_on_jvm(raw(held_empty)), repeats), 1e-4)
-    held.unpersist(), held_empty.unpersist()
     gathered = _median_s(emitted.collect, repeats) - _median_s(lengths.collect, repeats)
     gather = slots * size / max(gathered, 1e-4)
-    return {"python_io_bps": python_io, "weights_in_bps": weights_in, "gather_bps": gather}
+    return {"python_io_bps": python_io, "gather_bps": gather}
 
 
-def shuffle_parts(sc, repeats: int) -> dict:
-    """``stage_s``, ``shuffle_bps``: tasks emitting two blocks of ``size / 2`` bytes, with and without a
-    ``partitionBy`` (the shuffle, counted on the JVM) — the difference fitted over two sizes."""
-    from sparkdl.jvm import count_on_jvm
-    slots = sc.defaultParallelism
-    src = sc.parallelize(range(slots), slots)
+#: The parts :func:`transfer_fit` fits (throughputs, bytes/s) besides ``stage_s`` (seconds).
+TRANSFER_PARTS = ("weights_in_bps", "inline_bps", "broadcast_bps", "fetch_bps", "shuffle_bps")
 
-    def pairs(size, it):
-        for _ in it:
-            pass
-        return [(0, bytes(size // 2)), (1, bytes(size // 2))]
-    sizes = [4 << 20, 64 << 20]
-    extra = []
-    for size in sizes:
-        plain = src.mapPartitions(lambda it, size=size: pairs(size, it))
-        # A new shuffle each time: Spark skips the map stage of a shuffle whose output it still has.
-        extra.append(_median_s(lambda: count_on_jvm(plain.partitionBy(2)), repeats) -
-                     _median_s(lambda: count_on_jvm(plain), repeats))
-    total = [slots * s for s in sizes]
-    slope, stage_s = np.polyfit(total, extra, 1)
-    if slope <= 0:
-        print(f"warning: the shuffle added {extra} s for {total} bytes: no cost per byte measurable (a loaded "
-              "machine?); rerun --calibrate", file=sys.stderr)
-    return {"stage_s": max(float(stage_s), 1e-4), "shuffle_bps": 1 / max(float(slope), 1e-12)}
+
+def transfer_fit(cal: Calibration, runs: list) -> dict:
+    """``stage_s`` and the throughputs of :data:`TRANSFER_PARTS`, fitted jointly on engine runs.
+
+    ``runs`` is ``[(cluster, strategy, seconds)]``: :func:`train_iterations` runs of sizes the validation does not
+    use, on ``local[2]`` (one JVM: the weights only read by the Python tasks) and on the calibration's
+    ``local-cluster`` (weights inside the tasks, broadcast, or fetched after the shuffle reduce). The model is
+    linear in ``stage_s`` and in each part's seconds per byte, so what a run costs beyond every other part of
+    ``cal`` is fitted by non-negative least squares on relative errors (each run's row divided by its measured
+    seconds). Micro-benchmarks priced these paths badly: PySpark's ``partitionBy`` (pickled pairs, a Python map
+    stage) put ``stage_s`` at ~0.1 s where the engine's reduce stage costs ~0.01 s, and a cached RDD drained by
+    Python gave ``weights_in_bps`` anywhere in 256-605 MB/s between calibrations; one run per part absorbed
+    every other part's error into it."""
+    from scipy.optimize import nnls
+
+    from scale_cost import predict
+    free = dataclasses.replace(cal, stage_s=0.0, **{f: math.inf for f in TRANSFER_PARTS})
+    rows, ys = [], []
+    for cl, rule, seconds in runs:
+        base = predict(free, cl, rule)["total"]
+        row = [predict(dataclasses.replace(free, stage_s=1.0), cl, rule)["total"] - base]
+        row += [predict(dataclasses.replace(free, **{f: 1.0}), cl, rule)["total"] - base for f in TRANSFER_PARTS]
+        rows.append(np.array(row) / seconds)
+        ys.append((seconds - base) / seconds)
+    coef, _ = nnls(np.array(rows), np.array(ys))
+    used = np.array(rows).any(axis=0)[1:]  # parts some run prices
+    unpriced = [f for f, c, u in zip(TRANSFER_PARTS, coef[1:], used) if c == 0 and u]
+    if unpriced:
+        print(f"warning: transfer_fit: {unpriced} came out free (the other parts already price those runs)",
+              file=sys.stderr)
+    return {"stage_s": float(coef[0]), **{f: 1 / c if c > 0 else math.inf for f, c in zip(TRANSFER_PARTS, coef[1:])}}
 
 
 def train_iterations(sc, parameters: int, partitions: int, iterations: int, warmup: int, batch_size: int = 64,
@@ -240,15 +240,15 @@ def reduce_parts(runs: list) -> dict:
 
 
 def calibrate(sc, task_driver_s: float, reduce: dict, repeats: int = 5, iterations: int = 5) -> Calibration:
-    """Every part but ``task_driver_s`` (:func:`driver_task_part`) and the ``reduce`` parts (:func:`reduce_parts`
-    and ``one_jvm_launch_s``, measured on local masters),
+    """Every part but ``task_driver_s`` (:func:`driver_task_part`), the ``reduce`` parts (:func:`reduce_parts`
+    and ``one_jvm_launch_s``, measured on local masters) and the transfers (:func:`transfer_fit`, left free here),
     measured on ``sc``'s master."""
     warm_up(sc)
     parts = {"task_driver_s": task_driver_s}
     parts.update(launch_parts(sc, repeats, task_driver_s, iterations))
     parts.update(compute_parts(repeats))
     parts.update(io_parts(sc, repeats))
-    parts.update(shuffle_parts(sc, repeats))
     parts.update(reduce)
+    parts.update({"stage_s": 0.0, **{f: math.inf for f in TRANSFER_PARTS}})
     parts["host"] = f"{platform.node()} {os.cpu_count()} cores, master {sc.master}"
     return Calibration.from_dict(parts)

@@ -8,9 +8,10 @@ and broadcast throughput. Three modes:
     python bench/scale_model.py --validate                 # real iterations vs the model, error % per configuration
     python bench/scale_model.py --predict                  # 16-256 executors x 1M-100M parameters, reduce chosen
 
-``--calibrate`` runs on ``--master`` (default ``local-cluster[2,1,1024]``: executors in their own JVMs, so results,
-broadcasts and shuffle blocks cross JVMs as on a cluster) and writes ``--calibration`` (default
-``bench/scale_calibration.json``). ``--validate`` trains an MLP of P in ``--params`` (100k, 1M, 10M) on each of
+``--calibrate`` measures the parts that small jobs isolate on ``--master`` (default ``local-cluster[2,1,1024]``:
+executors in their own JVMs, so results, broadcasts and shuffle blocks cross JVMs as on a cluster), fits the
+transfers (weights, shuffle) jointly on engine runs of sizes ``--validate`` does not use (:data:`FIT_PARAMS` on
+:data:`FIT_MASTERS`) and writes ``--calibration`` (default ``bench/scale_calibration.json``). ``--validate`` trains an MLP of P in ``--params`` (100k, 1M, 10M) on each of
 ``--masters`` (local[1], local[2], local-cluster[2,1,1024], local-cluster[4,1,1024]; each in its own process) and
 prints predicted vs measured seconds per iteration. ``--predict`` prints, for ``--cores`` cores per executor,
 ``--partitions-per-core`` and ``--rows-per-core`` (weak scaling: the global batch grows with the slots), the
@@ -38,6 +39,12 @@ from sparkdl.engine import jvm_reduce, loop  # noqa: E402
 
 DEFAULT_CALIBRATION = os.path.join(HERE, "scale_calibration.json")
 MASTERS = ["local[1]", "local[2]", "local-cluster[2,1,1024]", "local-cluster[4,1,1024]"]
+#: Sizes of the engine runs the transfers are fitted on (``scale_calibrate.transfer_fit``), on each of the
+#: masters of :data:`FIT_MASTERS`, as ``--validate`` measures: weights inside the tasks (120k: 480 KB), broadcast
+#: (300k, 600k), the shuffle reduce with 2 and 4 blocks (2M, 4M). None is a validation size.
+FIT_PARAMS = (120_000, 300_000, 600_000, 2_000_000, 4_000_000)
+#: One JVM (weights only read by the tasks), executors in JVMs of their own, and oversubscribed (4 on 2 cores here).
+FIT_MASTERS = ("local[2]", "local-cluster[2,1,1024]", "local-cluster[4,1,1024]")
 #: Spark's default ``spark.driver.maxResultSize``: the driver reduce fails when its records exceed it.
 MAX_RESULT_BYTES = 1 << 30
 
@@ -69,9 +76,10 @@ def _session(master: str):
 
 # ------------------------------------------------------------------------------------------------ modes
 def run_calibrate(args) -> dict:
-    from scale_calibrate import calibrate, driver_task_part, reduce_parts, train_iterations, warm_up
+    from scale_calibrate import calibrate, driver_task_part, reduce_parts, train_iterations, transfer_fit, warm_up
     repeats = 2 if args.quick else 7
     iterations = 2 if args.quick else 6
+    fit_params = FIT_PARAMS[1::2] if args.quick else FIT_PARAMS
     spark = _session("local[32]")  # the driver's cost per task: 32 slots, every task in the first wave
     try:
         task_driver_s = driver_task_part(spark.sparkContext, repeats)["task_driver_s"]
@@ -93,42 +101,22 @@ def run_calibrate(args) -> dict:
     try:
         cal = calibrate(spark.sparkContext, task_driver_s, {**reduce_parts(runs), "one_jvm_launch_s": one_jvm_launch_s},
                         repeats=repeats, iterations=iterations)
-        for field, parameters in (("inline_bps", 100_000), ("broadcast_bps", 600_000), ("fetch_bps", 4_000_000)):
-            setattr(cal, field, weights_part(spark.sparkContext, cal, args.master, iterations, field, parameters))
     finally:
         spark.stop()
+    # The transfers: engine runs measured as --validate measures, at sizes it does not use.
+    fit_runs = [(master, m) for master in FIT_MASTERS[:1 if args.quick else None]
+                for m in measure(master, fit_params, args.partitions, args.iterations, args.warmup)]
+    fitted = []
+    for master, m in fit_runs:
+        cl = _measured_cluster(master, m)
+        fitted.append((cl, engine_rule(cl.parameters, cl.partitions, *parse_master(master)), m["seconds"]))
+    cal = dataclasses.replace(cal, **transfer_fit(cal, fitted))
     with open(args.calibration, "w") as f:
         json.dump(cal.to_dict(), f, indent=1)
     for k, v in cal.to_dict().items():
         print(f"{k:20s} {v:.4g}" if isinstance(v, float) else f"{k:20s} {v}")
     print(f"written to {args.calibration}")
     return cal.to_dict()
-
-
-def weights_part(sc, cal: Calibration, master: str, iterations: int, field: str, parameters: int) -> float:
-    """A weights throughput (``field`` of :class:`Calibration`) fitted on one engine run on ``master``: what an
-    iteration of a ``parameters`` MLP on 2 partitions costs beyond every other part of the model, divided into
-    the bytes the field prices. ``inline_bps`` from ~100k parameters (400 KB inside each task), ``broadcast_bps``
-    from ~600k (2.4 MB, one block: the driver reduce's broadcast), ``fetch_bps`` from ~4M (two blocks: the
-    executors fetch them from each other's block managers). Micro-benchmarks of PySpark's own broadcast and
-    bytes did not price the engine's paths (they predicted the cluster runs 25-125% slow)."""
-    from scale_calibrate import train_iterations
-    if master.startswith("local["):
-        return math.inf  # the tasks run in the driver JVM: nothing is shipped
-    executors, cores = parse_master(master)
-    m = train_iterations(sc, parameters, 2, 2 * iterations, 2)
-    cl = _measured_cluster(master, m)
-    rule = engine_rule(cl.parameters, cl.partitions, executors, cores)
-
-    def weights(bps):
-        return predict(dataclasses.replace(cal, **{field: bps}), cl, rule)
-    without = weights(math.inf)["total"]
-    seconds_at_one = weights(1.0)["weights"] - weights(math.inf)["weights"]  # the priced bytes, as seconds at 1 B/s
-    if m["seconds"] <= without:
-        print(f"warning: {field}: the {m['parameters']:,}-parameter run took {m['seconds']:.3f} s, the other parts "
-              f"alone predict {without:.3f} s: the weights look free (the other parts over-predict it)",
-              file=sys.stderr)
-    return seconds_at_one / max(m["seconds"] - without, 1e-4)
 
 
 def _measured_cluster(master: str, m: dict) -> Cluster:
@@ -139,15 +127,30 @@ def _measured_cluster(master: str, m: dict) -> Cluster:
 
 
 def validate_worker(args) -> list:
-    """In its own process: the measured iterations on one master (``--validate`` starts one per master)."""
+    """In its own process: the measured iterations on one master (:func:`measure` starts one per master)."""
     from scale_calibrate import train_iterations, warm_up
     spark = _session(args.validate_worker)
     try:
         warm_up(spark.sparkContext)
+        # The engine's own paths warmed up too (one task per executor and iteration warms the executors' JIT
+        # slowly): on a fresh local-cluster[4,...] the first 100k-parameter run took 0.15 s per iteration after
+        # its 20 warm-up iterations, the same run 0.08-0.10 s when repeated; on local-cluster[2,...] the tasks'
+        # deserialization fell from 21 to 10 ms over 140 iterations.
+        train_iterations(spark.sparkContext, args.params[0], args.partitions, args.iterations, 5 * args.warmup)
         return [train_iterations(spark.sparkContext, p, args.partitions, args.iterations, args.warmup)
                 for p in args.params]
     finally:
         spark.stop()
+
+
+def measure(master: str, params, partitions: int, iterations: int, warmup: int) -> list:
+    """:func:`scale_calibrate.train_iterations` of each of ``params`` on ``master``, in a process of its own."""
+    cmd = [sys.executable, __file__, "--validate-worker", master, "--params", *map(str, params),
+           "--partitions", str(partitions), "--iterations", str(iterations), "--warmup", str(warmup)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    if out.returncode != 0:
+        raise RuntimeError(f"the engine runs on {master} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def run_validate(args) -> dict:
@@ -155,13 +158,7 @@ def run_validate(args) -> dict:
     rows = []
     for master in args.masters:
         executors, cores = parse_master(master)
-        cmd = [sys.executable, __file__, "--validate-worker", master, "--params", *map(str, args.params),
-               "--partitions", str(args.partitions), "--iterations", str(args.iterations), "--warmup",
-               str(args.warmup)]
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-        if out.returncode != 0:
-            raise RuntimeError(f"--validate on {master} failed:\n{out.stderr[-3000:]}")
-        for m in json.loads(out.stdout.strip().splitlines()[-1]):
+        for m in measure(master, args.params, args.partitions, args.iterations, args.warmup):
             cl = _measured_cluster(master, m)
             rule = engine_rule(cl.parameters, cl.partitions, executors, cores)
             pred = predict(cal, cl, rule)
@@ -248,7 +245,8 @@ def main(argv=None):
     ap.add_argument("--masters", nargs="+", default=MASTERS)
     ap.add_argument("--params", nargs="+", type=int, default=None)
     ap.add_argument("--partitions", type=int, default=4, help="--validate: data partitions")
-    ap.add_argument("--iterations", type=int, default=5)
+    ap.add_argument("--iterations", type=int, default=15, help="--validate and the fitted runs of --calibrate: "
+                    "iterations measured (their median)")
     ap.add_argument("--warmup", type=int, default=20, help="--validate: iterations before the measured ones (the "
                     "model predicts a long run's steady state)")
     ap.add_argument("--executors", nargs="+", type=int, default=[16, 32, 64, 128, 256])

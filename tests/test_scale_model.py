@@ -167,3 +167,25 @@ def test_the_rule_is_what_the_engine_runs(spark, monkeypatch):
     data.unpersist()
     assert seen == [("driver", 1), ("shuffle", 2), ("shuffle", 5)]
     assert scale_cost.RECORD_HEADER_BYTES == 80
+
+
+def test_transfer_fit_recovers_the_transfers_of_runs_the_model_priced():
+    """Engine runs priced by the model with known transfers (one JVM, two and four executors, every weights path
+    and the shuffle reduce): the joint fit, given every other part, returns those transfers; a part no run prices
+    stays free."""
+    from scale_calibrate import TRANSFER_PARTS, transfer_fit
+    truth = {"stage_s": 0.02, "weights_in_bps": 3e8, "inline_bps": 6e7, "broadcast_bps": 4e8, "fetch_bps": 2e8,
+             "shuffle_bps": 9e8}
+    cal = Calibration(**{**CAL.to_dict(), **truth})
+    runs = []
+    for executors, one_jvm in ((1, True), (2, False), (4, False)):
+        for p in (120_000, 300_000, 600_000, 2_000_000, 4_000_000):
+            cl = Cluster(executors, 2 if one_jvm else 1, 4, p, 64, host_cores=2, one_jvm=one_jvm)
+            rule = reduce_strategy(p, 4, executors, cl.cores, 1 << 20)
+            runs.append((cl, rule, predict(cal, cl, rule)["total"]))
+    blank = Calibration(**{**CAL.to_dict(), "stage_s": 0.0, **{f: np.inf for f in TRANSFER_PARTS}})
+    fitted = transfer_fit(blank, runs)
+    assert fitted == pytest.approx(truth, rel=1e-6)
+    only_local = transfer_fit(blank, [r for r in runs if r[0].one_jvm])  # no weights shipped, no inline/broadcast
+    assert only_local["inline_bps"] == np.inf and only_local["broadcast_bps"] == np.inf
+    assert only_local["weights_in_bps"] == pytest.approx(3e8, rel=1e-6)
