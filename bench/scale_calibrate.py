@@ -144,12 +144,12 @@ def transfer_fit(cal: Calibration, runs: list) -> dict:
     """``stage_s`` and the throughputs of :data:`TRANSFER_PARTS`, fitted jointly on engine runs.
 
     ``runs`` is ``[(cluster, strategy, seconds)]``: :func:`train_iterations` runs of sizes the validation does not
-    use, on ``local[2]`` (one JVM: the weights only read by the Python tasks) and on the calibration's
-    ``local-cluster`` (weights inside the tasks, broadcast, or fetched after the shuffle reduce). The model is
+    use, on ``local[2]`` (one JVM: the weights only read by the Python tasks) and on ``local-cluster`` masters
+    (weights inside the tasks, broadcast, or fetched after the shuffle reduce). The model is
     linear in ``stage_s`` and in each part's seconds per byte, so what a run costs beyond every other part of
     ``cal`` is fitted by non-negative least squares on relative errors (each run's row divided by its measured
     seconds). Micro-benchmarks priced these paths badly: PySpark's ``partitionBy`` (pickled pairs, a Python map
-    stage) put ``stage_s`` at ~0.1 s where the engine's reduce stage costs ~0.01 s, and a cached RDD drained by
+    stage) put ``stage_s`` at ~0.1 s where the engine's reduce stage costs 0.01-0.05 s, and a cached RDD drained by
     Python gave ``weights_in_bps`` anywhere in 256-605 MB/s between calibrations; one run per part absorbed
     every other part's error into it."""
     from scipy.optimize import nnls
