@@ -11,8 +11,9 @@ and broadcast throughput. Three modes:
 ``--calibrate`` measures the parts that small jobs isolate on ``--master`` (default ``local-cluster[2,1,1024]``:
 executors in their own JVMs, so results, broadcasts and shuffle blocks cross JVMs as on a cluster), fits the
 transfers (weights, shuffle) jointly on engine runs of sizes ``--validate`` does not use (:data:`FIT_PARAMS` on
-:data:`FIT_MASTERS`) and writes ``--calibration`` (default ``bench/scale_calibration.json``). ``--validate`` trains an MLP of P in ``--params`` (100k, 1M, 10M) on each of
-``--masters`` (local[1], local[2], local-cluster[2,1,1024], local-cluster[4,1,1024]; each in its own process) and
+:data:`FIT_MASTERS`) and writes ``--calibration`` (default ``bench/scale_calibration.json``). ``--validate``
+trains an MLP of P in ``--params`` (100k, 1M, 10M) on each of ``--masters`` (local[1], local[2],
+local-cluster[2,1,1024], local-cluster[4,1,1024]; each in its own process) and
 prints predicted vs measured seconds per iteration. ``--predict`` prints, for ``--cores`` cores per executor,
 ``--partitions-per-core`` and ``--rows-per-core`` (weak scaling: the global batch grows with the slots), the
 predicted iteration time of each reduce strategy, the one the engine's rule picks (``scale_cost.reduce_strategy``),
@@ -244,10 +245,11 @@ def main(argv=None):
     ap.add_argument("--master", default="local-cluster[2,1,1024]", help="--calibrate: where to measure")
     ap.add_argument("--masters", nargs="+", default=MASTERS)
     ap.add_argument("--params", nargs="+", type=int, default=None)
-    ap.add_argument("--partitions", type=int, default=4, help="--validate: data partitions")
+    ap.add_argument("--partitions", type=int, default=4, help="--validate and the fitted runs of --calibrate: "
+                    "data partitions")
     ap.add_argument("--iterations", type=int, default=15, help="--validate and the fitted runs of --calibrate: "
                     "iterations measured (their median)")
-    ap.add_argument("--warmup", type=int, default=20, help="--validate: iterations before the measured ones (the "
+    ap.add_argument("--warmup", type=int, default=20, help="--validate and the fitted runs: iterations before the measured ones (the "
                     "model predicts a long run's steady state)")
     ap.add_argument("--executors", nargs="+", type=int, default=[16, 32, 64, 128, 256])
     ap.add_argument("--cores", type=int, default=4)
