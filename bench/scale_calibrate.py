@@ -163,8 +163,9 @@ def transfer_fit(cal: Calibration, runs: list) -> dict:
         row += [predict(dataclasses.replace(free, **{f: 1.0}), cl, rule)["total"] - base for f in TRANSFER_PARTS]
         rows.append(np.array(row) / seconds)
         ys.append((seconds - base) / seconds)
-    coef, _ = nnls(np.array(rows), np.array(ys))
-    used = np.array(rows).any(axis=0)[1:]  # parts some run prices
+    a = np.array(rows)
+    coef, _ = nnls(a, np.array(ys))
+    used = a.any(axis=0)[1:]  # parts some run prices
     unpriced = [f for f, c, u in zip(TRANSFER_PARTS, coef[1:], used) if c == 0 and u]
     if unpriced:
         print(f"warning: transfer_fit: {unpriced} came out free (the other parts already price those runs)",

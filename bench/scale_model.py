@@ -105,12 +105,11 @@ def run_calibrate(args) -> dict:
     finally:
         spark.stop()
     # The transfers: engine runs measured as --validate measures, at sizes it does not use.
-    fit_runs = [(master, m) for master in FIT_MASTERS[:1 if args.quick else None]
-                for m in measure(master, fit_params, args.partitions, args.iterations, args.warmup)]
     fitted = []
-    for master, m in fit_runs:
-        cl = _measured_cluster(master, m)
-        fitted.append((cl, engine_rule(cl.parameters, cl.partitions, *parse_master(master)), m["seconds"]))
+    for master in FIT_MASTERS[:1 if args.quick else None]:
+        for m in measure(master, fit_params, args.partitions, args.iterations, args.warmup):
+            cl = _measured_cluster(master, m)
+            fitted.append((cl, engine_rule(cl.parameters, cl.partitions, *parse_master(master)), m["seconds"]))
     cal = dataclasses.replace(cal, **transfer_fit(cal, fitted))
     with open(args.calibration, "w") as f:
         json.dump(cal.to_dict(), f, indent=1)
